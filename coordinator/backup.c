@@ -1,0 +1,195 @@
+/* The backup's thread: agree (read, check, persist and ack each entry as
+ * it lands), learn the commit index, execute committed entries through
+ * replay, and report acked/applied positions back to the leader. */
+#define LOG_PREFIX "backup: "
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "futex.h"
+#include "logger.h"
+#include "node.h"
+#include "replay.h"
+
+#define SPIN_NS 50000	/* spin this long for new entries before sleeping */
+#define AGREE_BATCH 256
+
+struct backup {
+	struct node *n;
+	int leader;
+	uint64_t pos, expect;		/* next entry to agree on */
+	uint64_t exec_pos, exec_idx;	/* next entry to execute */
+	uint64_t commit;
+	uint64_t reported_applied, reported_acked;
+	uint64_t last_hb_ns, leader_hb;
+};
+
+/* Skips the unused tail of a lap (no room for a marker there). */
+static uint64_t skip_dead_tail(struct node *n, uint64_t pos)
+{
+	return log_pos_marker_fits(n->log_size, pos) ? pos : log_pos_next_lap(n->log_size, pos);
+}
+
+/* The entry at *POS with index IDX if it is whole, following a WRAP
+ * marker to the next lap; NULL if it has not (fully) landed yet. */
+static const struct entry_hdr *entry_at(struct node *n, uint64_t *pos, uint64_t idx)
+{
+	for (int hop = 0; hop < 2; hop++) {
+		uint64_t p = skip_dead_tail(n, *pos);
+		uint64_t off = p % n->log_size;
+		const struct entry_hdr *e = (const void *)(n->log + off);
+
+		if (!entry_check(e, idx, n->log_size - off))
+			return NULL;
+		if (e->type != ENTRY_WRAP) {
+			*pos = p;
+			return e;
+		}
+		*pos = log_pos_next_lap(n->log_size, p);
+	}
+	return NULL;
+}
+
+static void write_leader(struct backup *b, size_t off, uint64_t val)
+{
+	b->n->ops->write(b->n->tp, b->leader, off, &val, 8);
+}
+
+static int agree(struct backup *b)
+{
+	struct node *n = b->n;
+	int got = 0;
+
+	for (; got < AGREE_BATCH; got++) {
+		uint64_t pos = b->pos;
+		const struct entry_hdr *e = entry_at(n, &pos, b->expect);
+
+		if (!e)
+			break;
+		size_t sz = entry_size(e->data_sz);
+		node_persist(n, pos, sz);
+		/* The ack: our index into the entry's reply slot in the leader's log. */
+		write_leader(b, node_log_off(n, pos) + offsetof(struct entry_hdr, reply[n->self]),
+			     e->idx);
+		if (e->committed > b->commit)
+			b->commit = e->committed;
+		b->pos = pos + sz;
+		b->expect++;
+	}
+	if (got) {
+		write_leader(b, offsetof(struct region_ctl, peer[n->self].acked), b->expect - 1);
+		n->ops->ring(n->tp, b->leader);
+	}
+	return got;
+}
+
+/* Executes committed entries; returns 1 if it made progress. */
+static int execute(struct backup *b)
+{
+	struct node *n = b->n;
+	int progress = 0;
+
+	while (b->exec_idx < b->expect && b->exec_idx <= b->commit) {
+		uint64_t pos = b->exec_pos;
+		const struct entry_hdr *e = entry_at(n, &pos, b->exec_idx);
+
+		if (!e) {
+			pr_err("entry %llu vanished from the log before execution",
+			       (unsigned long long)b->exec_idx);
+			break;
+		}
+		if (!replay_exec(n->replay, e))
+			break;
+		b->exec_pos = pos + entry_size(e->data_sz);
+		b->exec_idx++;
+		progress = 1;
+	}
+	replay_drain(n->replay);
+	if (progress) {
+		uint64_t applied = b->exec_idx - 1;
+
+		__atomic_store_n(&n->applied, applied, __ATOMIC_RELAXED);
+		/* applied_end first: the leader reads applied as "up to here". */
+		write_leader(b, offsetof(struct region_ctl, peer[n->self].applied_end), b->exec_pos);
+		write_leader(b, offsetof(struct region_ctl, peer[n->self].applied), applied);
+		n->ops->ring(n->tp, b->leader);
+	}
+	return progress;
+}
+
+static int connect_leader(struct backup *b)
+{
+	struct node *n = b->n;
+	int rc;
+
+	if (n->ops->connected(n->tp, b->leader))
+		return 1;
+	rc = n->ops->connect(n->tp, b->leader);
+	if (rc == 0) {
+		pr_info("reached leader node %d", b->leader);
+		__atomic_or_fetch(&n->connected, 1u << b->leader, __ATOMIC_RELEASE);
+		n->ctl->status.ready = 1;
+		return 1;
+	}
+	if (rc != -EAGAIN)
+		pr_warn("cannot reach leader node %d: %s", b->leader, strerror(-rc));
+	return 0;
+}
+
+/* Work is waiting: a new entry landed or commit moved. */
+static int work_pending(struct backup *b)
+{
+	uint64_t pos = b->pos;
+
+	if (load64(&b->n->ctl->lead_commit) > b->commit && b->exec_idx < b->expect)
+		return 1;
+	return entry_at(b->n, &pos, b->expect) != NULL;
+}
+
+void *backup_main(void *arg)
+{
+	struct node *n = arg;
+	struct backup b = { .n = n, .leader = n->leader, .expect = 1, .exec_idx = 1 };
+	int hb_us = n->cfg.heartbeat_ms * 1000;
+	uint64_t idle_since = now_ns();
+
+	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
+		int progress = 0, waiting_server;
+
+		if (!connect_leader(&b)) {
+			node_update_status(n);
+			n->ops->wait(n->tp, n->ops->bell(n->tp), hb_us);
+			continue;
+		}
+		n->ops->poll(n->tp);
+		progress |= agree(&b) > 0;
+		uint64_t lc = load64(&n->ctl->lead_commit);
+		if (lc > b.commit)
+			b.commit = lc;
+		__atomic_store_n(&n->commit, b.commit, __ATOMIC_RELAXED);
+		progress |= execute(&b);
+		waiting_server = b.exec_idx < b.expect && b.exec_idx <= b.commit;
+
+		uint64_t now = now_ns();
+		if (now - b.last_hb_ns > (uint64_t)hb_us * 1000) {
+			b.last_hb_ns = now;
+			write_leader(&b, offsetof(struct region_ctl, peer[n->self].hb), now);
+			n->ctl->status.log_pos = b.pos;
+			node_update_status(n);
+		}
+		if (progress) {
+			idle_since = now;
+			continue;
+		}
+		if (now - idle_since < SPIN_NS) {
+			cpu_relax();
+			continue;
+		}
+		uint32_t seen = n->ops->bell(n->tp);
+		if (work_pending(&b))
+			continue;
+		/* Waiting on the server: its reads ring our doorbell. */
+		n->ops->wait(n->tp, seen, waiting_server ? 1000 : hb_us);
+	}
+	return NULL;
+}

@@ -1,0 +1,386 @@
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const fsync_names[] = { "none", "batch", "always" };
+static const char *const transport_names[] = { "shm", "tcp", "rdma" };
+
+const char *fsync_policy_name(int policy)
+{
+	return policy >= 0 && policy <= FSYNC_ALWAYS ? fsync_names[policy] : "?";
+}
+
+struct parser {
+	const char *path;
+	int line;
+	char *err;
+	size_t errlen;
+};
+
+static int fail(struct parser *p, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int fail(struct parser *p, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (p->line > 0)
+		n = snprintf(p->err, p->errlen, "%s:%d: ", p->path, p->line);
+	else
+		n = snprintf(p->err, p->errlen, "%s: ", p->path);
+	if (n < 0 || (size_t)n >= p->errlen)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(p->err + n, p->errlen - n, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+/* Size with an optional K/M/G suffix (powers of two). */
+static int parse_size(struct parser *p, const char *key, const char *v, uint64_t *out)
+{
+	char *end;
+	unsigned long long n;
+	uint64_t mult = 1;
+
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (end == v || errno || *v == '-')
+		return fail(p, "%s: '%s' is not a size (e.g. 64M)", key, v);
+	switch (toupper((unsigned char)*end)) {
+	case 'K': mult = 1ULL << 10; end++; break;
+	case 'M': mult = 1ULL << 20; end++; break;
+	case 'G': mult = 1ULL << 30; end++; break;
+	}
+	if (toupper((unsigned char)*end) == 'B')
+		end++;
+	if (*end)
+		return fail(p, "%s: '%s' is not a size (e.g. 64M)", key, v);
+	if (n > UINT64_MAX / mult)
+		return fail(p, "%s: '%s' is too large", key, v);
+	*out = n * mult;
+	return 0;
+}
+
+static int parse_int(struct parser *p, const char *key, const char *v, long lo, long hi, int *out)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (end == v || *end || errno)
+		return fail(p, "%s: '%s' is not a number", key, v);
+	if (n < lo || n > hi)
+		return fail(p, "%s: %ld is out of range [%ld, %ld]", key, n, lo, hi);
+	*out = (int)n;
+	return 0;
+}
+
+static int parse_name(struct parser *p, const char *key, const char *v,
+		      const char *const *names, int count, int *out)
+{
+	for (int i = 0; i < count; i++) {
+		if (!strcmp(v, names[i])) {
+			*out = i;
+			return 0;
+		}
+	}
+	if (count == 3)
+		return fail(p, "%s: '%s' is not one of %s, %s, %s", key, v,
+			    names[0], names[1], names[2]);
+	return fail(p, "%s: bad value '%s'", key, v);
+}
+
+static int copy_str(struct parser *p, const char *key, const char *v, char *dst, size_t cap)
+{
+	if (strlen(v) >= cap)
+		return fail(p, "%s: value longer than %zu characters", key, cap - 1);
+	memcpy(dst, v, strlen(v) + 1);
+	return 0;
+}
+
+static int set_global(struct parser *p, struct apus_config *c, const char *k, const char *v,
+		      int *default_port)
+{
+	uint64_t sz;
+	int i;
+
+	if (!strcmp(k, "cluster")) {
+		for (const char *s = v; *s; s++)
+			if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_')
+				return fail(p, "cluster: '%s' may hold only letters, digits, '-' and '_'", v);
+		return copy_str(p, k, v, c->cluster, sizeof(c->cluster));
+	}
+	if (!strcmp(k, "transport")) {
+		if (parse_name(p, k, v, transport_names, 3, &i))
+			return -1;
+		return copy_str(p, k, v, c->transport, sizeof(c->transport));
+	}
+	if (!strcmp(k, "log_size")) {
+		if (parse_size(p, k, v, &sz))
+			return -1;
+		if (sz < (64 << 10) || sz > (64ULL << 30))
+			return fail(p, "log_size: %s is out of range [64K, 64G]", v);
+		c->log_size = sz & ~4095ULL;
+		return 0;
+	}
+	if (!strcmp(k, "max_entry")) {
+		if (parse_size(p, k, v, &sz))
+			return -1;
+		if (sz < 1024 || sz > (16 << 20))
+			return fail(p, "max_entry: %s is out of range [1K, 16M]", v);
+		c->max_entry = (uint32_t)sz;
+		return 0;
+	}
+	if (!strcmp(k, "fsync"))
+		return parse_name(p, k, v, fsync_names, 3, &c->fsync);
+	if (!strcmp(k, "fsync_interval_ms"))
+		return parse_int(p, k, v, 1, 60000, &c->fsync_interval_ms);
+	if (!strcmp(k, "heartbeat_ms"))
+		return parse_int(p, k, v, 1, 10000, &c->heartbeat_ms);
+	if (!strcmp(k, "start_timeout_ms"))
+		return parse_int(p, k, v, 100, 600000, &c->start_timeout_ms);
+	if (!strcmp(k, "app_cmd"))
+		return copy_str(p, k, v, c->app_cmd, sizeof(c->app_cmd));
+	if (!strcmp(k, "app_port"))
+		return parse_int(p, k, v, 1, 65535, default_port);
+	return fail(p, "unknown key '%s'", k);
+}
+
+static int set_node(struct parser *p, struct node_conf *n, const char *k, const char *v)
+{
+	if (!strcmp(k, "address"))
+		return copy_str(p, k, v, n->address, sizeof(n->address));
+	if (!strcmp(k, "app_port"))
+		return parse_int(p, k, v, 1, 65535, &n->app_port);
+	if (!strcmp(k, "peer_port"))
+		return parse_int(p, k, v, 1, 65535, &n->peer_port);
+	if (!strcmp(k, "data_dir"))
+		return copy_str(p, k, v, n->data_dir, sizeof(n->data_dir));
+	return fail(p, "unknown key '%s' in [node %d]", k, n->id);
+}
+
+/* Relative data directories are resolved against the config file's folder. */
+static int resolve_dir(struct parser *p, const char *base, char *dir, size_t cap)
+{
+	char tmp[PATH_MAX];
+
+	if (dir[0] == '/')
+		return 0;
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/%s", base, dir) >= sizeof(tmp) ||
+	    strlen(tmp) >= cap)
+		return fail(p, "data_dir: path too long");
+	strcpy(dir, tmp);
+	return 0;
+}
+
+static void set_defaults(struct apus_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	strcpy(c->cluster, "apus");
+	strcpy(c->transport, "shm");
+	c->log_size = 64ULL << 20;
+	c->max_entry = 64 << 10;
+	c->fsync = FSYNC_BATCH;
+	c->fsync_interval_ms = 50;
+	c->heartbeat_ms = 10;
+	c->start_timeout_ms = 15000;
+	for (int i = 0; i < APUS_MAX_NODES; i++)
+		c->nodes[i].id = -1;
+}
+
+int config_load(const char *path, struct apus_config *c, char *err, size_t errlen)
+{
+	struct parser p = { .path = path, .line = 0, .err = err, .errlen = errlen };
+	struct node_conf *cur = NULL;
+	char line[8192], base[PATH_MAX];
+	int default_port = 0, rc = -1;
+	FILE *f;
+
+	set_defaults(c);
+	if (!realpath(path, c->path))
+		return fail(&p, "cannot open: %s", strerror(errno));
+	f = fopen(c->path, "re");
+	if (!f)
+		return fail(&p, "cannot open: %s", strerror(errno));
+	snprintf(base, sizeof(base), "%s", c->path);
+	*strrchr(base, '/') = '\0';
+
+	while (fgets(line, sizeof(line), f)) {
+		char *s, *eq, *k, *v;
+
+		p.line++;
+		if (!strchr(line, '\n') && !feof(f)) {
+			fail(&p, "line too long");
+			goto out;
+		}
+		/* '#' starts a comment at the line start or after blank space. */
+		for (char *h = line; (h = strchr(h, '#')); h++) {
+			if (h == line || isspace((unsigned char)h[-1])) {
+				*h = '\0';
+				break;
+			}
+		}
+		s = trim(line);
+		if (!*s)
+			continue;
+		if (*s == '[') {
+			int id;
+			char extra;
+
+			if (sscanf(s, "[node %d]%c", &id, &extra) != 1) {
+				fail(&p, "bad section '%s' (expected [node N])", s);
+				goto out;
+			}
+			if (id < 0 || id >= APUS_MAX_NODES) {
+				fail(&p, "node id %d is out of range [0, %d]", id, APUS_MAX_NODES - 1);
+				goto out;
+			}
+			if (c->nodes[id].id >= 0) {
+				fail(&p, "duplicate node id %d (first at line %d)", id, c->nodes[id].line);
+				goto out;
+			}
+			cur = &c->nodes[id];
+			cur->id = id;
+			cur->line = p.line;
+			strcpy(cur->address, "127.0.0.1");
+			continue;
+		}
+		eq = strchr(s, '=');
+		if (!eq) {
+			fail(&p, "expected 'key = value', got '%s'", s);
+			goto out;
+		}
+		*eq = '\0';
+		k = trim(s);
+		v = trim(eq + 1);
+		if (!*k) {
+			fail(&p, "missing key before '='");
+			goto out;
+		}
+		if (!*v) {
+			fail(&p, "%s: missing value", k);
+			goto out;
+		}
+		if (cur ? set_node(&p, cur, k, v) : set_global(&p, c, k, v, &default_port))
+			goto out;
+	}
+
+	p.line = 0;
+	for (int i = 0; i < APUS_MAX_NODES; i++) {
+		if (c->nodes[i].id < 0)
+			continue;
+		if (i != c->nnodes) {
+			p.line = c->nodes[i].line;
+			fail(&p, "node ids must be 0..N-1 without gaps: node %d is missing", c->nnodes);
+			goto out;
+		}
+		c->nnodes++;
+	}
+	if (c->nnodes == 0) {
+		fail(&p, "no [node N] section");
+		goto out;
+	}
+	if (!c->app_cmd[0]) {
+		fail(&p, "app_cmd is not set");
+		goto out;
+	}
+	if (c->max_entry > c->log_size / 4)
+		c->max_entry = (uint32_t)(c->log_size / 4);
+	for (int i = 0; i < c->nnodes; i++) {
+		struct node_conf *n = &c->nodes[i];
+
+		p.line = n->line;
+		if (!n->app_port)
+			n->app_port = default_port;
+		if (!n->app_port) {
+			fail(&p, "[node %d] has no app_port (and no global app_port)", i);
+			goto out;
+		}
+		if (!n->data_dir[0]) {
+			fail(&p, "[node %d] has no data_dir", i);
+			goto out;
+		}
+		if (resolve_dir(&p, base, n->data_dir, sizeof(n->data_dir)))
+			goto out;
+		for (int j = 0; j < i; j++) {
+			if (!strcmp(c->nodes[j].data_dir, n->data_dir)) {
+				fail(&p, "[node %d] shares data_dir with node %d", i, j);
+				goto out;
+			}
+			if (!strcmp(c->nodes[j].address, n->address) &&
+			    c->nodes[j].app_port == n->app_port) {
+				fail(&p, "[node %d] has the same address and app_port as node %d", i, j);
+				goto out;
+			}
+		}
+	}
+	rc = 0;
+out:
+	fclose(f);
+	return rc;
+}
+
+int config_app_cmd(const struct apus_config *c, int node, char *out, size_t outlen)
+{
+	const struct node_conf *n = &c->nodes[node];
+	size_t o = 0;
+
+	for (const char *s = c->app_cmd; *s;) {
+		char val[PATH_MAX];
+		const char *rep = NULL;
+		size_t klen = 0;
+
+		if (!strncmp(s, "{port}", 6)) {
+			snprintf(val, sizeof(val), "%d", n->app_port);
+			rep = val, klen = 6;
+		} else if (!strncmp(s, "{address}", 9)) {
+			rep = n->address, klen = 9;
+		} else if (!strncmp(s, "{data_dir}", 10)) {
+			rep = n->data_dir, klen = 10;
+		} else if (!strncmp(s, "{node}", 6)) {
+			snprintf(val, sizeof(val), "%d", node);
+			rep = val, klen = 6;
+		}
+		if (rep) {
+			size_t l = strlen(rep);
+			if (o + l >= outlen)
+				return -1;
+			memcpy(out + o, rep, l);
+			o += l;
+			s += klen;
+		} else {
+			if (o + 1 >= outlen)
+				return -1;
+			out[o++] = *s++;
+		}
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+int config_node_path(const struct apus_config *c, int node, const char *name,
+		     char *out, size_t outlen)
+{
+	int n = snprintf(out, outlen, "%s/%s", c->nodes[node].data_dir, name);
+	return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}

@@ -1,0 +1,66 @@
+/* The cluster configuration file: one file describes every node.
+ *
+ *   cluster = NAME            transport = shm|tcp|rdma
+ *   log_size = 64M            max_entry = 64K
+ *   fsync = none|batch|always fsync_interval_ms = 50
+ *   heartbeat_ms = 10         start_timeout_ms = 15000
+ *   app_cmd = redis-server --port {port} ...
+ *   [node N]  address = A   app_port = P   peer_port = Q   data_dir = D
+ *
+ * Relative data_dir paths are taken from the config file's directory. */
+#ifndef APUS_CONFIG_H
+#define APUS_CONFIG_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define APUS_MAX_NODES 8
+
+enum fsync_policy { FSYNC_NONE = 0, FSYNC_BATCH, FSYNC_ALWAYS };
+
+struct node_conf {
+	int id;
+	int line;		/* where its section starts, for error messages */
+	char address[64];
+	int app_port;
+	int peer_port;
+	char data_dir[PATH_MAX];
+};
+
+struct apus_config {
+	char path[PATH_MAX];	/* absolute path of the file */
+	char cluster[64];
+	char transport[16];
+	uint64_t log_size;
+	uint32_t max_entry;
+	int fsync;
+	int fsync_interval_ms;
+	int heartbeat_ms;
+	int start_timeout_ms;
+	char app_cmd[4096];
+	int nnodes;
+	struct node_conf nodes[APUS_MAX_NODES];	/* nodes[i].id == i */
+};
+
+/* Parses and validates PATH into CFG.  Returns 0, or -1 with one line
+ * "PATH:LINE: problem" (or "PATH: problem") in ERR. */
+int config_load(const char *path, struct apus_config *cfg, char *err, size_t errlen);
+
+/* Majority of the configured nodes. */
+static inline int config_quorum(const struct apus_config *cfg)
+{
+	return cfg->nnodes / 2 + 1;
+}
+
+/* Expands {port} {address} {data_dir} {node} in the app command for NODE.
+ * Returns 0, or -1 if the result does not fit. */
+int config_app_cmd(const struct apus_config *cfg, int node, char *out, size_t outlen);
+
+/* Path of a file inside NODE's data directory. */
+int config_node_path(const struct apus_config *cfg, int node, const char *name,
+		     char *out, size_t outlen);
+
+const char *fsync_policy_name(int policy);
+
+#endif

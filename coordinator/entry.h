@@ -1,0 +1,126 @@
+/* One entry of the replicated log, and where entries sit in the circular log.
+ *
+ *   [ reply slots | idx view committed conn_vs size type node flags crc | data | pad | canary ]
+ *
+ * The reply slots belong to the leader's copy: backup k acknowledges entry i
+ * by writing i into reply[k] there.  Everything from `idx` on is replicated
+ * byte for byte to the same offset of every backup's log.  The canary is the
+ * last 8-byte word and is derived from the entry's viewstamp, so the previous
+ * pass's bytes in a reused slot can never pass for it; the CRC catches the
+ * rest (a torn header, flipped bits). */
+#ifndef APUS_ENTRY_H
+#define APUS_ENTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "config.h"
+
+enum entry_type {
+	ENTRY_NOOP = 1,		/* a new leader's first entry */
+	ENTRY_ACCEPT = 2,	/* a client connected; its viewstamp names the connection */
+	ENTRY_RECV = 3,		/* bytes the server read from a connection */
+	ENTRY_CLOSE = 4,	/* the connection ended */
+	ENTRY_WRAP = 5,		/* the rest of this lap is unused: continue at offset 0 */
+};
+
+struct viewstamp {
+	uint64_t view;
+	uint64_t idx;
+};
+
+struct entry_hdr {
+	uint64_t reply[APUS_MAX_NODES];
+	uint64_t idx;
+	uint64_t view;
+	uint64_t committed;	/* the leader's commit index when it proposed this */
+	uint64_t conn_view;	/* conn_vs: viewstamp of the connection's ACCEPT */
+	uint64_t conn_idx;
+	uint32_t data_sz;
+	uint16_t type;
+	uint8_t node;
+	uint8_t flags;
+	uint32_t crc;		/* CRC-32C of idx..reserved (crc = 0) and the data */
+	uint32_t reserved;
+};
+
+#define ENTRY_ALIGN 64
+#define ENTRY_REPLICATED_OFF offsetof(struct entry_hdr, idx)
+#define ENTRY_MIN_SIZE entry_size(0)
+
+static inline uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+/* Offset of the canary word from the entry's start. */
+static inline size_t entry_canary_off(uint32_t data_sz)
+{
+	return sizeof(struct entry_hdr) + align_up(data_sz, 8);
+}
+
+/* Bytes an entry with DATA_SZ bytes of data takes in the log. */
+static inline size_t entry_size(uint32_t data_sz)
+{
+	return align_up(entry_canary_off(data_sz) + 8, ENTRY_ALIGN);
+}
+
+uint64_t entry_canary(uint64_t view, uint64_t idx);
+
+/* What the leader puts in an entry besides the data. */
+struct entry_meta {
+	uint64_t idx, view, committed;
+	struct viewstamp conn;
+	uint16_t type;
+	uint8_t node;
+};
+
+/* Writes a complete entry at AT: header, LEN data bytes gathered from IOV
+ * starting SKIP bytes in, CRC, and last the canary (release store: pairs
+ * with the acquire load in entry_check).  Reply slots are left alone.
+ * Returns the bytes written from AT up to and including the canary. */
+size_t entry_write(void *at, const struct entry_meta *m, const struct iovec *iov,
+		   int iovcnt, size_t skip, uint32_t len);
+
+/* 1 if a whole, intact entry with index IDX is at AT, 0 if not (yet).
+ * ROOM bounds how far from AT the entry may reach (to the end of the log),
+ * so a torn size field can never send the reader out of the log. */
+int entry_check(const void *at, uint64_t idx, size_t room);
+
+static inline const void *entry_data(const struct entry_hdr *e)
+{
+	return e + 1;
+}
+
+/* --- Positions in the circular log ---
+ * A position is a byte count that only grows; its offset in the log is
+ * pos % log_size.  An entry never straddles the end: if it does not fit in
+ * the rest of the lap, a WRAP marker is written there (when there is room
+ * for one) and the entry goes to the start of the next lap. */
+
+/* Where an entry of NEED bytes starting at POS goes; sets *WRAP when it
+ * goes to the next lap (a marker is due at POS if log_pos_marker_fits). */
+static inline uint64_t log_pos_place(uint64_t log_size, uint64_t pos, uint64_t need, int *wrap)
+{
+	uint64_t off = pos % log_size;
+
+	*wrap = off + need > log_size;
+	return *wrap ? pos + (log_size - off) : pos;
+}
+
+/* A WRAP marker fits at POS; otherwise the rest of the lap is skipped silently. */
+static inline int log_pos_marker_fits(uint64_t log_size, uint64_t pos)
+{
+	return log_size - pos % log_size >= ENTRY_MIN_SIZE;
+}
+
+static inline uint64_t log_pos_next_lap(uint64_t log_size, uint64_t pos)
+{
+	return pos + (log_size - pos % log_size);
+}
+
+/* Copies LEN bytes starting SKIP bytes into IOV to DST. */
+void iov_gather(void *dst, const struct iovec *iov, int iovcnt, size_t skip, size_t len);
+
+#endif

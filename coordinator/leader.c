@@ -1,0 +1,280 @@
+/* The leader: propose path (design §3 L2-L4), commit, heartbeats, and the
+ * start-up copy of the log to a peer that arrives late. */
+#define LOG_PREFIX "leader: "
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "futex.h"
+#include "logger.h"
+#include "node.h"
+
+#define SPIN_NS 30000	/* spin this long before sleeping on the doorbell */
+
+static int peer_connected(struct node *n, int peer)
+{
+	return __atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) & (1u << peer);
+}
+
+/* Log before this position may be overwritten: every backup applied it. */
+static uint64_t leader_reclaim_pos(struct node *n)
+{
+	uint64_t min = UINT64_MAX;
+
+	for (int k = 0; k < n->cfg.nnodes; k++)
+		if (k != n->self) {
+			uint64_t a = load64(&n->ctl->peer[k].applied_end);
+			if (a < min)
+				min = a;
+		}
+	return min == UINT64_MAX ? __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE) : min;
+}
+
+/* Tells every peer the commit index; backups keep the largest they saw. */
+static void leader_publish_commit(struct node *n, uint64_t commit)
+{
+	for (int k = 0; k < n->cfg.nnodes; k++) {
+		if (k == n->self || !peer_connected(n, k))
+			continue;
+		n->ops->write(n->tp, k, offsetof(struct region_ctl, lead_commit), &commit, 8);
+		n->ops->ring(n->tp, k);
+	}
+}
+
+static void leader_set_commit(struct node *n, uint64_t idx)
+{
+	uint64_t cur = __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE);
+
+	while (cur < idx)
+		if (__atomic_compare_exchange_n(&n->commit, &cur, idx, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			store64(&n->ctl->lead_commit, idx);
+			leader_publish_commit(n, idx);
+			return;
+		}
+}
+
+/* Commit from the backups' cumulative acks: the quorum-th largest acked
+ * index (this node counts with what it has persisted). */
+static void leader_commit_from_peers(struct node *n)
+{
+	uint64_t acked[APUS_MAX_NODES];
+	int cnt = 0;
+
+	for (int k = 0; k < n->cfg.nnodes; k++)
+		acked[cnt++] = k == n->self ? __atomic_load_n(&n->self_acked, __ATOMIC_ACQUIRE)
+					    : load64(&n->ctl->peer[k].acked);
+	/* Insertion sort, descending: at most 8 values. */
+	for (int i = 1; i < cnt; i++)
+		for (int j = i; j > 0 && acked[j] > acked[j - 1]; j--) {
+			uint64_t t = acked[j];
+			acked[j] = acked[j - 1];
+			acked[j - 1] = t;
+		}
+	leader_set_commit(n, acked[n->quorum - 1]);
+}
+
+/* Copies the whole log written so far to PEER, then lets it receive new
+ * entries.  Called with n->lock held.  Only possible while nothing was
+ * reclaimed: a peer never seen pins reclamation at 0, so this holds. */
+static void leader_connect_peers_locked(struct node *n)
+{
+	for (int k = 0; k < n->cfg.nnodes; k++) {
+		int rc;
+
+		if (k == n->self || peer_connected(n, k))
+			continue;
+		rc = n->ops->connect(n->tp, k);
+		if (rc)
+			continue;
+		if (n->tail > n->log_size) {
+			pr_err("node %d joined after the log wrapped; it needs a checkpoint to catch up",
+			       k);
+			continue;
+		}
+		if (n->tail)
+			n->ops->write(n->tp, k, REGION_CTL_SIZE, n->log, n->tail);
+		uint64_t words[3] = { n->view, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE), 0 };
+		n->ops->write(n->tp, k, offsetof(struct region_ctl, lead_view), words, sizeof(words));
+		n->ops->ring(n->tp, k);
+		__atomic_or_fetch(&n->connected, 1u << k, __ATOMIC_RELEASE);
+		pr_info("node %d connected (%llu log bytes copied)", k, (unsigned long long)n->tail);
+	}
+}
+
+/* Sleeps on our doorbell until COND(n, arg) holds; spins first.  IDLE, if
+ * given, runs before each sleep. */
+static void leader_wait(struct node *n, int (*cond)(struct node *, uint64_t), uint64_t arg,
+			void (*idle)(struct node *))
+{
+	uint64_t start = now_ns();
+	unsigned spins = 0;
+
+	while (!cond(n, arg)) {
+		if (++spins < 64 || now_ns() - start < SPIN_NS) {
+			cpu_relax();
+			continue;
+		}
+		if (idle)
+			idle(n);
+		uint32_t seen = n->ops->bell(n->tp);
+		if (cond(n, arg))
+			return;
+		n->ops->wait(n->tp, seen, n->cfg.heartbeat_ms * 1000);
+	}
+}
+
+static int space_free(struct node *n, uint64_t end)
+{
+	return end - leader_reclaim_pos(n) <= n->log_size;
+}
+
+/* While the log is full: backups apply only what is committed, so keep
+ * commit moving, and let a late peer in (it pins reclamation at 0). */
+static void space_idle(struct node *n)
+{
+	leader_commit_from_peers(n);
+	leader_connect_peers_locked(n);
+}
+
+/* Sends log bytes [pos, pos+len) to every connected backup. */
+static void leader_replicate(struct node *n, uint64_t pos, size_t len)
+{
+	uint64_t off = node_log_off(n, pos) + ENTRY_REPLICATED_OFF;
+	const char *src = n->log + pos % n->log_size + ENTRY_REPLICATED_OFF;
+
+	for (int k = 0; k < n->cfg.nnodes; k++) {
+		if (k == n->self || !peer_connected(n, k))
+			continue;
+		int rc = n->ops->write(n->tp, k, off, src, len - ENTRY_REPLICATED_OFF);
+		if (rc)
+			pr_warn("write to node %d failed: %s", k, strerror(-rc));
+	}
+}
+
+/* Appends one entry (LEN data bytes of IOV from SKIP on).  Called with
+ * n->lock held.  Returns the entry's position. */
+static uint64_t leader_append(struct node *n, struct entry_meta *m, const struct iovec *iov,
+			      int iovcnt, size_t skip, uint32_t len)
+{
+	size_t need = entry_size(len);
+	int wrap;
+	uint64_t pos = log_pos_place(n->log_size, n->tail, need, &wrap);
+
+	leader_wait(n, space_free, pos + need, space_idle);
+	m->idx = n->last_idx + 1;
+	m->committed = __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE);
+	if (wrap && log_pos_marker_fits(n->log_size, n->tail)) {
+		struct entry_meta w = *m;
+
+		w.type = ENTRY_WRAP;
+		w.conn = (struct viewstamp){ 0, 0 };
+		size_t l = entry_write(n->log + n->tail % n->log_size, &w, NULL, 0, 0, 0);
+		node_persist(n, n->tail, l);
+		leader_replicate(n, n->tail, l);
+	}
+	size_t l = entry_write(n->log + pos % n->log_size, m, iov, iovcnt, skip, len);
+	node_persist(n, pos, l);
+	leader_replicate(n, pos, l);
+	n->last_idx = m->idx;
+	__atomic_store_n(&n->tail, pos + need, __ATOMIC_RELEASE);
+	return pos;
+}
+
+struct commit_wait {
+	uint64_t idx;
+	const struct entry_hdr *e;
+};
+
+static int entry_committed(struct node *n, uint64_t arg)
+{
+	const struct commit_wait *w = (const void *)(uintptr_t)arg;
+	int votes = 1;
+
+	if (__atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) >= w->idx)
+		return 1;
+	/* Backup k writes our index into reply[k] once it holds the entry;
+	 * a backup acks in log order, so it also holds every earlier one. */
+	for (int k = 0; k < n->cfg.nnodes; k++)
+		if (k != n->self && __atomic_load_n(&w->e->reply[k], __ATOMIC_ACQUIRE) == w->idx)
+			votes++;
+	if (votes >= n->quorum) {
+		leader_set_commit(n, w->idx);
+		return 1;
+	}
+	return 0;
+}
+
+int node_propose(struct node *n, int type, struct viewstamp conn, const struct iovec *iov,
+		 int iovcnt, size_t len, struct viewstamp *vs)
+{
+	struct entry_meta m = { .view = n->view, .conn = conn, .type = (uint16_t)type,
+				.node = (uint8_t)n->self };
+	uint64_t last_pos = 0;
+	size_t done = 0;
+
+	if (n->role != ROLE_LEADER)
+		return -EPERM;
+	pthread_mutex_lock(&n->lock);
+	do {
+		uint32_t chunk = len - done > n->cfg.max_entry ? n->cfg.max_entry
+							       : (uint32_t)(len - done);
+		if (type == ENTRY_ACCEPT)
+			m.conn = (struct viewstamp){ n->view, n->last_idx + 1 };
+		last_pos = leader_append(n, &m, iov, iovcnt, done, chunk);
+		if (!done && vs)
+			*vs = (struct viewstamp){ m.view, m.idx };
+		done += chunk;
+	} while (done < len);
+	uint64_t last_idx = m.idx;
+	pthread_mutex_unlock(&n->lock);
+
+	for (int k = 0; k < n->cfg.nnodes; k++)
+		if (k != n->self && peer_connected(n, k))
+			n->ops->ring(n->tp, k);
+	uint64_t cur = __atomic_load_n(&n->self_acked, __ATOMIC_ACQUIRE);
+	while (cur < last_idx &&
+	       !__atomic_compare_exchange_n(&n->self_acked, &cur, last_idx, 0, __ATOMIC_ACQ_REL,
+					    __ATOMIC_ACQUIRE))
+		;
+
+	struct commit_wait w = { last_idx,
+				 (const struct entry_hdr *)(n->log + last_pos % n->log_size) };
+	leader_wait(n, entry_committed, (uint64_t)(uintptr_t)&w, NULL);
+	return 0;
+}
+
+/* The leader's own thread: connects peers, sends heartbeats (view, commit,
+ * a counter), keeps commit moving and the status block fresh. */
+void *leader_main(void *arg)
+{
+	struct node *n = arg;
+	uint64_t hb = 0;
+	struct timespec period = { n->cfg.heartbeat_ms / 1000,
+				   (long)(n->cfg.heartbeat_ms % 1000) * 1000000 };
+	uint32_t all = ((1u << n->cfg.nnodes) - 1) & ~(1u << n->self);
+
+	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
+		if ((__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) & all) != all &&
+		    pthread_mutex_trylock(&n->lock) == 0) {
+			leader_connect_peers_locked(n);
+			pthread_mutex_unlock(&n->lock);
+		}
+		leader_commit_from_peers(n);
+		uint64_t words[3] = { n->view, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE), ++hb };
+		for (int k = 0; k < n->cfg.nnodes; k++) {
+			if (k == n->self || !peer_connected(n, k))
+				continue;
+			n->ops->write(n->tp, k, offsetof(struct region_ctl, lead_view), words,
+				      sizeof(words));
+			n->ops->ring(n->tp, k);
+		}
+		__atomic_store_n(&n->applied, words[1], __ATOMIC_RELAXED);
+		n->ctl->status.log_pos = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
+		n->ctl->status.reclaim_pos = leader_reclaim_pos(n);
+		n->ctl->status.ready = (__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) & all) == all;
+		node_update_status(n);
+		nanosleep(&period, NULL);
+	}
+	return NULL;
+}

@@ -1,0 +1,105 @@
+/* The registered region every replica exposes to its peers: a control page
+ * followed by the circular log.  It is a MAP_SHARED mapping of
+ * <data_dir>/apus.region, so the log is on local disk as it lands (the
+ * durable log) and `apus status` can read a node's status block.
+ *
+ * Peers only ever touch this memory through the transport's one-sided
+ * writes; every field written by a peer is a naturally aligned 64-bit word. */
+#ifndef APUS_REGION_H
+#define APUS_REGION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+#define REGION_MAGIC 0x314e475253555041ULL	/* "APUSRGN1" */
+#define REGION_VERSION 1
+#define REGION_CTL_SIZE 4096
+#define REGION_FILE "apus.region"
+
+enum node_role { ROLE_DOWN = 0, ROLE_LEADER = 1, ROLE_BACKUP = 2, ROLE_FAILED = 3 };
+
+/* What a backup reports about itself into the leader's region. */
+struct peer_slot {
+	uint64_t acked;		/* highest index persisted */
+	uint64_t applied;	/* highest index executed on its server */
+	uint64_t applied_end;	/* log position just past the last applied entry */
+	uint64_t hb;		/* bumped with every report */
+	uint64_t pad[4];
+};
+
+/* Written by this node only, read by the CLI. */
+struct node_status {
+	uint64_t pid;
+	uint64_t view;
+	uint64_t commit;
+	uint64_t applied;
+	uint64_t log_pos;	/* leader: next free position; backup: next read */
+	uint64_t reclaim_pos;	/* leader: log before this position is free */
+	uint64_t updated_ms;	/* CLOCK_REALTIME, refreshed every heartbeat */
+	uint64_t refused_clients;
+	int32_t role;
+	int32_t leader;
+	uint32_t ready;		/* leader: every peer reached; backup: leader reached */
+	uint32_t app_listening;	/* the server listens on its application port */
+	uint32_t peers_connected;	/* bit per node */
+	uint32_t pad;
+	char error[128];	/* why the node failed, when role == ROLE_FAILED */
+};
+
+struct region_ctl {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t node;
+	uint64_t log_off;
+	uint64_t log_size;
+	uint64_t region_size;
+	uint64_t incarnation;	/* differs on every start of the node */
+	uint64_t pad0[2];
+
+	/* Written by the leader into each backup's region. */
+	uint64_t lead_view;
+	uint64_t lead_commit;
+	uint64_t lead_hb;
+	uint64_t pad1[5];
+
+	/* Written by backup k into the leader's region. */
+	struct peer_slot peer[APUS_MAX_NODES];
+
+	/* Doorbell: a writer bumps `bell` after its writes landed and wakes
+	 * sleepers; see transport_shm.c. */
+	uint32_t bell;
+	uint32_t sleepers;
+	uint64_t pad2[7];
+
+	struct node_status status;
+};
+
+_Static_assert(sizeof(struct region_ctl) <= REGION_CTL_SIZE, "control page overflows");
+
+static inline size_t region_size_for(uint64_t log_size)
+{
+	return REGION_CTL_SIZE + log_size;
+}
+
+/* Creates a fresh region for NODE (replacing any old one) and maps it.
+ * Returns 0 with *BASE / *FD set, or -errno. */
+int region_create(const struct apus_config *cfg, int node, void **base, int *fd);
+
+/* Maps NODE's region file read-only (just the control page) for inspection.
+ * Returns the mapping or NULL with errno set.  Unmap with region_unmap_ctl. */
+const struct region_ctl *region_map_ctl(const struct apus_config *cfg, int node);
+void region_unmap_ctl(const struct region_ctl *ctl);
+
+static inline uint64_t load64(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline void store64(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+#endif

@@ -1,0 +1,58 @@
+/* The one-sided write contract the protocol is written against (design §4).
+ *
+ * Each replica exposes one registered region.  write() lands bytes at an
+ * offset of a peer's region without the peer's CPU taking part, in order per
+ * peer; within one write the bytes may land in any order, except that the
+ * last 8-byte word becomes visible last (a release store, or the RDMA
+ * ordering the NIC gives).  Readers never assume a write is complete: they
+ * check the entry's canary.  The doorbell lets a waiting peer sleep instead
+ * of spinning: ring() after writes, wait() to block until something landed.
+ *
+ * Backends are static const tables, one file each; the protocol never asks
+ * which one it runs on.  Functions return 0 or -errno. */
+#ifndef APUS_TRANSPORT_H
+#define APUS_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+struct transport;
+
+struct transport_ops {
+	const char *name;
+	/* Opens node SELF's endpoint over its registered REGION of SIZE bytes. */
+	int (*open)(const struct apus_config *cfg, int self, void *region, size_t size,
+		    struct transport **out);
+	/* Tries once to reach PEER: 0 connected, -EAGAIN not yet, other -errno. */
+	int (*connect)(struct transport *t, int peer);
+	int (*connected)(struct transport *t, int peer);
+	/* Lands LEN bytes from BUF at offset OFF of PEER's region. */
+	int (*write)(struct transport *t, int peer, uint64_t off, const void *buf, size_t len);
+	/* Tells PEER that writes landed (it may be asleep in wait()). */
+	void (*ring)(struct transport *t, int peer);
+	/* Makes progress on incoming writes without blocking (a no-op where
+	 * writes land by themselves).  Returns how many were applied. */
+	int (*poll)(struct transport *t);
+	/* The local doorbell value; read it before checking for work. */
+	uint32_t (*bell)(struct transport *t);
+	/* Blocks until the doorbell moved past SEEN or TIMEOUT_US passed. */
+	void (*wait)(struct transport *t, uint32_t seen, int timeout_us);
+	/* Wakes local waiters (another thread of this node has news). */
+	void (*wake)(struct transport *t);
+	/* Stops accepting PEER's writes. */
+	int (*fence)(struct transport *t, int peer);
+	void (*close)(struct transport *t);
+};
+
+struct transport {
+	const struct transport_ops *ops;
+};
+
+/* The backend named NAME, or NULL if this build has none by that name. */
+const struct transport_ops *transport_find(const char *name);
+
+extern const struct transport_ops transport_shm_ops;
+
+#endif

@@ -1,0 +1,38 @@
+/* Shared by the apus CLI's commands. */
+#ifndef APUS_CLI_H
+#define APUS_CLI_H
+
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "../coordinator/config.h"
+#include "../coordinator/region.h"
+
+/* Options every command takes. */
+struct cli {
+	const char *config_path;
+	int node;		/* -1: every node (of this host, for start/stop) */
+	int json;
+	int timeout_ms;
+	struct apus_config cfg;
+};
+
+/* Prints one line "apus: ..." to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parses the common options of command CMD; prints USAGE for --help.
+ * Returns 0 to go on, 1 when --help was printed, -1 on a usage error. */
+int cli_parse(struct cli *c, const char *cmd, const char *usage, int argc, char **argv);
+
+/* Whether NODE's address belongs to this host. */
+int cli_node_is_local(const struct apus_config *cfg, int node);
+
+/* The pid recorded for NODE if that process is alive, else 0. */
+pid_t cli_node_pid(const struct apus_config *cfg, int node);
+int cli_pid_alive(pid_t pid);
+
+int cmd_start(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+
+#endif

@@ -1,0 +1,294 @@
+/* apus start: runs each node's server under libapus.so and waits until it
+ * is ready (listening, and the leader has reached its peers). */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char usage[] =
+	"usage: apus start --config FILE [--node N] [--timeout MS]\n"
+	"\n"
+	"Starts node N of the cluster, or every node of the config that lives on\n"
+	"this host, each as LD_PRELOAD=libapus.so <app_cmd>, and waits until each\n"
+	"is ready: its server listens and the leader has reached its backups.\n"
+	"\n"
+	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"
+	"  -n, --node N        only this node\n"
+	"  -t, --timeout MS    how long to wait for readiness (default: start_timeout_ms)\n"
+	"  -h, --help          this text\n"
+	"\n"
+	"Each node writes <data_dir>/apus.pid and logs to <data_dir>/apus.log.\n"
+	"libapus.so is taken from $APUS_LIB, else from beside this program.\n";
+
+/* libapus.so: $APUS_LIB, or ../lib/libapus.so or ../lib/apus/libapus.so
+ * relative to this executable (build tree and installed layouts). */
+static int find_lib(char *out, size_t len)
+{
+	static const char *const rel[] = { "../lib/libapus.so", "../lib/apus/libapus.so" };
+	const char *env = getenv("APUS_LIB");
+	char exe[PATH_MAX], cand[PATH_MAX * 2];
+	ssize_t n;
+
+	if (env && *env) {
+		if (!realpath(env, out) || access(out, R_OK)) {
+			cli_error("APUS_LIB=%s: %s", env, strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0)
+		return -1;
+	exe[n] = '\0';
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		snprintf(cand, sizeof(cand), "%s/%s", dirname(exe), rel[i]);
+		if (realpath(cand, out) && !access(out, R_OK) && strlen(out) < len)
+			return 0;
+		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		exe[n] = '\0';
+	}
+	cli_error("cannot find libapus.so beside %s (set APUS_LIB)", exe);
+	return -1;
+}
+
+static int mkdirs(const char *path)
+{
+	char tmp[PATH_MAX];
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static void print_log_tail(const char *path)
+{
+	char cmd[PATH_MAX + 32];
+
+	snprintf(cmd, sizeof(cmd), "tail -n 5 '%s' >&2", path);
+	if (system(cmd) != 0)
+		return;
+}
+
+/* Splits CMD in place into at most MAX-1 words, shell-like: blanks
+ * separate words, '...' and "..." quote, backslash escapes one character.
+ * Returns the word count, or -1 on an unterminated quote. */
+static int split_words(char *cmd, char **argv, int max)
+{
+	char *in = cmd, *out = cmd;
+	int argc = 0;
+
+	for (;;) {
+		while (*in == ' ' || *in == '\t')
+			in++;
+		if (!*in)
+			break;
+		if (argc == max - 1)
+			return -1;
+		argv[argc++] = out;
+		while (*in && *in != ' ' && *in != '\t') {
+			char q = *in;
+			if (q == '\'' || q == '"') {
+				in++;
+				while (*in && *in != q) {
+					if (q == '"' && *in == '\\' && in[1])
+						in++;
+					*out++ = *in++;
+				}
+				if (*in != q)
+					return -1;
+				in++;
+			} else if (q == '\\' && in[1]) {
+				*out++ = in[1];
+				in += 2;
+			} else {
+				*out++ = *in++;
+			}
+		}
+		if (*in)
+			in++;
+		*out++ = '\0';
+	}
+	argv[argc] = NULL;
+	return argc;
+}
+
+/* Forks the node's server; returns its pid or -1. */
+static pid_t spawn(const struct apus_config *cfg, int node, const char *lib)
+{
+	char cmd[8192], *args[256], logpath[PATH_MAX], pidpath[PATH_MAX], id[16], preload[PATH_MAX * 2];
+	const char *old = getenv("LD_PRELOAD");
+	pid_t pid;
+	FILE *f;
+
+	if (config_app_cmd(cfg, node, cmd, sizeof(cmd))) {
+		cli_error("%s: app_cmd of node %d is too long once expanded", cfg->path, node);
+		return -1;
+	}
+	config_node_path(cfg, node, "apus.log", logpath, sizeof(logpath));
+	config_node_path(cfg, node, "apus.pid", pidpath, sizeof(pidpath));
+	if (split_words(cmd, args, 256) <= 0) {
+		cli_error("%s: app_cmd is empty, has an unterminated quote or too many words",
+			  cfg->path);
+		return -1;
+	}
+	snprintf(id, sizeof(id), "%d", node);
+	snprintf(preload, sizeof(preload), "%s%s%s", lib, old && *old ? " " : "", old ? old : "");
+
+	pid = fork();
+	if (pid < 0) {
+		cli_error("fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		setsid();
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (null >= 0)
+			dup2(null, 0);
+		if (chdir(cfg->nodes[node].data_dir) < 0)
+			_exit(127);
+		setenv("LD_PRELOAD", preload, 1);
+		setenv("APUS_CONFIG", cfg->path, 1);
+		setenv("APUS_NODE", id, 1);
+		execvp(args[0], args);
+		fprintf(stderr, "apus: cannot run %s: %s\n", args[0], strerror(errno));
+		_exit(127);
+	}
+	f = fopen(pidpath, "we");
+	if (f) {
+		fprintf(f, "%d\n", (int)pid);
+		fclose(f);
+	}
+	return pid;
+}
+
+static const char *role_name(int role)
+{
+	return role == ROLE_LEADER ? "leader" : role == ROLE_BACKUP ? "backup" : "down";
+}
+
+int cmd_start(int argc, char **argv)
+{
+	struct cli c;
+	char lib[PATH_MAX];
+	pid_t pids[APUS_MAX_NODES] = { 0 };
+	int want[APUS_MAX_NODES] = { 0 }, count = 0, rc;
+	struct timespec tick = { 0, 20 * 1000000 };
+
+	rc = cli_parse(&c, "start", usage, argc, argv);
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	if (find_lib(lib, sizeof(lib)))
+		return 1;
+	for (int i = 0; i < c.cfg.nnodes; i++) {
+		if (c.node >= 0 ? i != c.node : !cli_node_is_local(&c.cfg, i))
+			continue;
+		pid_t running = cli_node_pid(&c.cfg, i);
+		if (running) {
+			printf("node %d is already running (pid %d)\n", i, (int)running);
+			continue;
+		}
+		if (mkdirs(c.cfg.nodes[i].data_dir)) {
+			cli_error("cannot create data_dir %s of node %d: %s", c.cfg.nodes[i].data_dir,
+				  i, strerror(errno));
+			goto fail;
+		}
+		pids[i] = spawn(&c.cfg, i, lib);
+		if (pids[i] < 0)
+			goto fail;
+		want[i] = 1;
+		count++;
+	}
+	if (!count && c.node < 0) {
+		int any = 0;
+		for (int i = 0; i < c.cfg.nnodes; i++)
+			any |= cli_node_is_local(&c.cfg, i);
+		if (!any) {
+			cli_error("%s: no node of this config lives on this host (use --node N)",
+				  c.cfg.path);
+			return 1;
+		}
+	}
+
+	for (int waited = 0; count; waited += 20) {
+		for (int i = 0; i < c.cfg.nnodes; i++) {
+			char logpath[PATH_MAX];
+			int st;
+
+			if (!want[i])
+				continue;
+			config_node_path(&c.cfg, i, "apus.log", logpath, sizeof(logpath));
+			if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+				cli_error("node %d exited while starting (%s %d); last lines of %s:", i,
+					  WIFEXITED(st) ? "status" : "signal",
+					  WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), logpath);
+				print_log_tail(logpath);
+				pids[i] = 0;
+				goto fail;
+			}
+			const struct region_ctl *ctl = region_map_ctl(&c.cfg, i);
+			if (!ctl)
+				continue;
+			const struct node_status *s = &ctl->status;
+			int ok = 0;
+			if (s->pid == (uint64_t)pids[i]) {
+				if (s->role == ROLE_FAILED) {
+					cli_error("node %d failed to start: %s", i, s->error);
+					region_unmap_ctl(ctl);
+					goto fail;
+				}
+				ok = s->ready && s->app_listening;
+			}
+			if (ok) {
+				printf("node %d started: %s, pid %d, app %s:%d\n", i, role_name(s->role),
+				       (int)pids[i], c.cfg.nodes[i].address, c.cfg.nodes[i].app_port);
+				want[i] = 0;
+				count--;
+			}
+			region_unmap_ctl(ctl);
+		}
+		if (!count)
+			break;
+		if (waited >= c.timeout_ms) {
+			for (int i = 0; i < c.cfg.nnodes; i++)
+				if (want[i]) {
+					char logpath[PATH_MAX];
+					config_node_path(&c.cfg, i, "apus.log", logpath, sizeof(logpath));
+					cli_error("node %d was not ready after %d ms (see %s)", i,
+						  c.timeout_ms, logpath);
+				}
+			goto fail;
+		}
+		nanosleep(&tick, NULL);
+	}
+	return 0;
+fail:
+	/* Leave nothing half-started behind. */
+	for (int i = 0; i < c.cfg.nnodes; i++)
+		if (pids[i] > 0) {
+			kill(pids[i], SIGKILL);
+			waitpid(pids[i], NULL, 0);
+		}
+	return 1;
+}

@@ -1,0 +1,133 @@
+/* apus status: view, leader, and each node's role and progress. */
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+static const char usage[] =
+	"usage: apus status --config FILE [--node N] [--json]\n"
+	"\n"
+	"Shows the view, the leader, and for each node its role (leader, backup or\n"
+	"down), application address, commit index, applied index and lag.\n"
+	"\n"
+	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"
+	"  -n, --node N        only this node\n"
+	"  -j, --json          one JSON object: {view, leader, nodes: [{id, role,\n"
+	"                      app_addr, commit, applied, pid, lag, error}]}\n"
+	"  -h, --help          this text\n";
+
+struct row {
+	int up;
+	struct node_status s;
+	pid_t pid;
+};
+
+static const char *role_name(const struct row *r)
+{
+	if (!r->up)
+		return "down";
+	return r->s.role == ROLE_LEADER ? "leader" : r->s.role == ROLE_BACKUP ? "backup" : "down";
+}
+
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			printf("\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			printf("\\u%04x", *s);
+		else
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+int cmd_status(int argc, char **argv)
+{
+	struct row rows[APUS_MAX_NODES];
+	struct cli c;
+	uint64_t view = 0, lead_commit = 0;
+	int rc, leader = -1;
+
+	rc = cli_parse(&c, "status", usage, argc, argv);
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	memset(rows, 0, sizeof(rows));
+	for (int i = 0; i < c.cfg.nnodes; i++) {
+		struct row *r = &rows[i];
+		const struct region_ctl *ctl;
+
+		r->pid = cli_node_pid(&c.cfg, i);
+		ctl = region_map_ctl(&c.cfg, i);
+		if (!ctl)
+			continue;
+		memcpy(&r->s, &ctl->status, sizeof(r->s));
+		region_unmap_ctl(ctl);
+		r->up = r->pid && r->s.pid == (uint64_t)r->pid;
+		if (r->up && r->s.role != ROLE_FAILED && r->s.view >= view) {
+			view = r->s.view;
+			leader = r->s.leader;
+		}
+	}
+	if (leader >= 0 && rows[leader].up && rows[leader].s.role == ROLE_LEADER)
+		lead_commit = rows[leader].s.commit;
+
+	if (c.json) {
+		printf("{\"view\":%llu,\"leader\":", (unsigned long long)view);
+		if (leader >= 0)
+			printf("%d", leader);
+		else
+			printf("null");
+		printf(",\"nodes\":[");
+		for (int i = 0, first = 1; i < c.cfg.nnodes; i++) {
+			const struct row *r = &rows[i];
+
+			if (c.node >= 0 && i != c.node)
+				continue;
+			printf("%s{\"id\":%d,\"role\":\"%s\",\"app_addr\":\"%s:%d\",\"commit\":%llu,"
+			       "\"applied\":%llu,\"pid\":%d,\"lag\":%llu",
+			       first ? "" : ",", i, role_name(r), c.cfg.nodes[i].address,
+			       c.cfg.nodes[i].app_port, (unsigned long long)(r->up ? r->s.commit : 0),
+			       (unsigned long long)(r->up ? r->s.applied : 0), r->up ? (int)r->pid : 0,
+			       (unsigned long long)(r->up && lead_commit > r->s.applied
+							    ? lead_commit - r->s.applied
+							    : 0));
+			if (r->pid && r->s.role == ROLE_FAILED) {
+				printf(",\"error\":");
+				json_string(r->s.error);
+			}
+			printf("}");
+			first = 0;
+		}
+		printf("]}\n");
+		return 0;
+	}
+	printf("cluster %s: view %llu, leader ", c.cfg.cluster, (unsigned long long)view);
+	if (leader >= 0)
+		printf("node %d (%s:%d)\n", leader, c.cfg.nodes[leader].address,
+		       c.cfg.nodes[leader].app_port);
+	else
+		printf("unknown (no node is up)\n");
+	printf("%-4s %-7s %-22s %8s %12s %12s %8s\n", "node", "role", "app_addr", "pid", "commit",
+	       "applied", "lag");
+	for (int i = 0; i < c.cfg.nnodes; i++) {
+		const struct row *r = &rows[i];
+		char addr[96];
+
+		if (c.node >= 0 && i != c.node)
+			continue;
+		snprintf(addr, sizeof(addr), "%s:%d", c.cfg.nodes[i].address, c.cfg.nodes[i].app_port);
+		if (!r->up) {
+			printf("%-4d %-7s %-22s %8s %12s %12s %8s%s%s\n", i, "down", addr, "-", "-", "-",
+			       "-", r->pid && r->s.role == ROLE_FAILED ? "  " : "",
+			       r->pid && r->s.role == ROLE_FAILED ? r->s.error : "");
+			continue;
+		}
+		printf("%-4d %-7s %-22s %8d %12llu %12llu %8llu\n", i, role_name(r), addr, (int)r->pid,
+		       (unsigned long long)r->s.commit, (unsigned long long)r->s.applied,
+		       (unsigned long long)(lead_commit > r->s.applied ? lead_commit - r->s.applied
+								: 0));
+	}
+	return 0;
+}

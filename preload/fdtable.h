@@ -1,0 +1,50 @@
+/* What the shim knows about each file descriptor: two levels (a directory
+ * of chunks), read without locks, chunks allocated under a mutex and never
+ * freed.  An fd we never saw costs one load. */
+#ifndef APUS_FDTABLE_H
+#define APUS_FDTABLE_H
+
+#include <stdint.h>
+
+#include "../coordinator/entry.h"
+
+enum fd_kind {
+	FD_UNKNOWN = 0,
+	FD_OTHER_LISTENER,	/* a listening socket that is not the application port */
+	FD_APP_LISTENER,	/* the application's listening port */
+	FD_CLIENT,		/* leader: a client connection being replicated */
+	FD_REPLAY,		/* backup: one of our own replay connections */
+};
+
+struct replay_tap;
+
+struct fd_slot {
+	uint32_t kind;
+	uint32_t closed_logged;	/* FD_CLIENT: its CLOSE entry was proposed */
+	struct viewstamp conn;	/* FD_CLIENT: the connection's conn_vs */
+	struct replay_tap *tap;	/* FD_REPLAY */
+};
+
+#define FD_CHUNK_BITS 12
+#define FD_CHUNK (1 << FD_CHUNK_BITS)
+#define FD_MAX (1 << 20)
+
+extern struct fd_slot *fd_dir[FD_MAX / FD_CHUNK];
+
+/* The slot of FD if its chunk exists, else NULL. */
+static inline struct fd_slot *fd_lookup(int fd)
+{
+	struct fd_slot *chunk;
+
+	if ((unsigned)fd >= FD_MAX)
+		return 0;
+	/* Pairs with the release store in fd_slot_get(). */
+	chunk = __atomic_load_n(&fd_dir[fd >> FD_CHUNK_BITS], __ATOMIC_ACQUIRE);
+	return chunk ? &chunk[fd & (FD_CHUNK - 1)] : 0;
+}
+
+/* The slot of FD, allocating its chunk; NULL if FD is out of range or
+ * memory ran out. */
+struct fd_slot *fd_slot_get(int fd);
+
+#endif

@@ -1,0 +1,36 @@
+#include "real.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+struct socket_calls real;
+int real_resolved;
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+
+#define RESOLVE(name) (real.name = (__typeof__(real.name))dlsym(RTLD_NEXT, #name))
+
+static void resolve(void)
+{
+	RESOLVE(accept);
+	RESOLVE(accept4);
+	RESOLVE(listen);
+	RESOLVE(read);
+	RESOLVE(readv);
+	RESOLVE(recv);
+	RESOLVE(recvfrom);
+	RESOLVE(recvmsg);
+	RESOLVE(write);
+	RESOLVE(writev);
+	RESOLVE(send);
+	RESOLVE(sendto);
+	RESOLVE(sendmsg);
+	RESOLVE(close);
+	RESOLVE(shutdown);
+	RESOLVE(fork);
+	__atomic_store_n(&real_resolved, 1, __ATOMIC_RELEASE);
+}
+
+void real_resolve_slow(void)
+{
+	pthread_once(&resolve_once, resolve);
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Install what apus needs to build and test: a C toolchain, Redis, bats and
+# the RDMA/OpenSSL headers. Idempotent: does nothing when all are present.
+set -euo pipefail
+
+PKGS=(
+	build-essential pkg-config
+	redis-server redis-tools
+	bats
+	libibverbs-dev librdmacm-dev libssl-dev
+	iproute2 procps
+)
+
+log() { echo "install-deps: $*"; }
+
+installed() {
+	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+missing=()
+for p in "${PKGS[@]}"; do
+	installed "$p" || missing+=("$p")
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+	log "all packages present (${PKGS[*]}), skipping apt"
+	exit 0
+fi
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then
+		SUDO=(sudo)
+	else
+		log "must run as root (or have sudo) to install: ${missing[*]}" >&2
+		exit 1
+	fi
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+log "missing: ${missing[*]}"
+log "running apt-get update"
+"${SUDO[@]}" apt-get update
+log "running apt-get install -y --no-install-recommends ${missing[*]}"
+"${SUDO[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+
+# Debian starts a system redis on 6379 when the package is installed; the
+# tests do not use it and it only costs memory and CPU, so stop it.
+for p in "${missing[@]}"; do
+	[ "$p" = redis-server ] || continue
+	log "stopping the system redis-server service, if any"
+	"${SUDO[@]}" service redis-server stop >/dev/null 2>&1 || true
+	pids=$(ss -ltnpH 'sport = :6379' 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u || true)
+	for pid in $pids; do
+		if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = redis-server ]; then
+			log "killing system redis-server (pid $pid) on port 6379"
+			"${SUDO[@]}" kill "$pid" 2>/dev/null || true
+		fi
+	done
+done
+
+log "done"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bats
+# Redis with I/O threads: reads and writes of client sockets happen on other
+# threads than the one that runs commands; replicas must still agree.
+
+load helpers
+
+setup_file() {
+	have redis || return 0
+	CONF=$(make_conf "$(test_dir cluster)" 17300 64M --io-threads 4 --io-threads-do-reads yes)
+	export CONF
+	start_cluster "$CONF"
+}
+
+teardown_file() {
+	stop_cluster "${CONF:-}"
+}
+
+setup() {
+	requires redis
+}
+
+@test "every replica runs with 4 io threads" {
+	local n
+	for n in $(conf_nodes "$CONF"); do
+		assert_eq "$(admin "$n" CONFIG GET io-threads | tr '\n' ' ')" "io-threads 4 " "node $n io-threads"
+	done
+}
+
+@test "benchmark with io threads: digests equal" {
+	bench -t set,incr,lpush,sadd,hset -n 100000 -c 50 -r 100000 -q
+	local keys
+	keys=$(admin "$(leader_id)" DBSIZE)
+	[ "$keys" -gt 50000 ] || fail "leader holds only $keys keys after the benchmark"
+	wait_digests_equal "$CONF" 30
+}
+
+@test "pipelined benchmark with io threads: digests equal" {
+	bench -t set,lpush -n 100000 -c 50 -P 16 -r 100000 -d 256 -q
+	wait_digests_equal "$CONF" 30
+}

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Run the unit tests (build/tests/unit/test_*, exit 0 pass / 1 fail / 77 skip)
+# and then the bats suites (tests/bats/*.bats). An optional argument keeps
+# only the files whose name contains it. Ends with one summary line:
+#   N passed, N failed, N skipped
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+filter=${1:-}
+UNIT_TIMEOUT=${APUS_UNIT_TIMEOUT:-120}
+BATS_TIMEOUT=${APUS_BATS_TIMEOUT:-900}
+
+passed=0
+failed=0
+skipped=0
+failures=()
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+matches() { [ -z "$filter" ] || [[ "$1" == *"$filter"* ]]; }
+
+# ---- unit tests ------------------------------------------------------------
+shopt -s nullglob
+for t in build/tests/unit/test_*; do
+	if [ ! -f "$t" ] || [ ! -x "$t" ]; then
+		continue
+	fi
+	name=${t##*/}
+	matches "$name" || continue
+	out="$tmp/$name.out"
+	rc=0
+	timeout --kill-after=10 "$UNIT_TIMEOUT" "$t" >"$out" 2>&1 </dev/null || rc=$?
+	case $rc in
+	0)
+		echo "ok   unit/$name"
+		passed=$((passed + 1))
+		;;
+	77)
+		reason=$(tail -n 1 "$out")
+		echo "skip unit/$name${reason:+ ($reason)}"
+		skipped=$((skipped + 1))
+		;;
+	*)
+		what="exit $rc"
+		[ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && what="timed out after ${UNIT_TIMEOUT}s"
+		echo "FAIL unit/$name ($what)"
+		sed 's/^/    /' "$out"
+		failed=$((failed + 1))
+		failures+=("unit/$name")
+		;;
+	esac
+done
+
+# ---- bats ------------------------------------------------------------------
+bats_files=()
+for f in tests/bats/*.bats; do
+	matches "${f##*/}" && bats_files+=("$f")
+done
+
+if [ "${#bats_files[@]}" -gt 0 ] && ! command -v bats >/dev/null 2>&1; then
+	echo "FAIL bats (not installed; run scripts/install-deps.sh)"
+	failed=$((failed + 1))
+	failures+=("bats")
+	bats_files=()
+fi
+
+for f in "${bats_files[@]}"; do
+	suite=${f##*/}
+	suite=${suite%.bats}
+	plan=0
+	seen=0
+	in_fail=0
+	# Read TAP as it arrives so a long suite shows progress.
+	while IFS= read -r line; do
+		case $line in
+		1..*)
+			plan=${line#1..}
+			;;
+		"not ok "*)
+			seen=$((seen + 1))
+			name=${line#not ok }
+			name=${name#* }
+			echo "FAIL $suite: $name"
+			failed=$((failed + 1))
+			failures+=("$suite: $name")
+			in_fail=1
+			;;
+		"ok "*)
+			seen=$((seen + 1))
+			name=${line#ok }
+			name=${name#* }
+			in_fail=0
+			if [[ "$name" == *" # skip"* ]]; then
+				reason=${name#* # skip}
+				reason=${reason# }
+				echo "skip $suite: ${name%% # skip*}${reason:+ ($reason)}"
+				skipped=$((skipped + 1))
+			else
+				echo "ok   $suite: $name"
+				passed=$((passed + 1))
+			fi
+			;;
+		*)
+			# Diagnostics of a failed test (bats prefixes them with '# '),
+			# or stray output outside any test: show it, it explains.
+			if [ "$in_fail" -eq 1 ] || [[ "$line" != "#"* ]]; then
+				echo "    $line"
+			fi
+			;;
+		esac
+	done < <(timeout --kill-after=30 "$BATS_TIMEOUT" bats --tap "$f" 2>&1 </dev/null)
+	wait $! 2>/dev/null
+	rc=$?
+	timed_out=0
+	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+		timed_out=1
+		echo "FAIL $suite (timed out after ${BATS_TIMEOUT}s)"
+	fi
+	# Tests the plan announced but that never reported (timeout, crash).
+	if [ "$seen" -lt "$plan" ]; then
+		n=$((plan - seen))
+		echo "FAIL $suite: $n test(s) did not run (bats exit $rc)"
+		failed=$((failed + n))
+		failures+=("$suite: $n test(s) did not run")
+	elif [ "$timed_out" -eq 1 ]; then
+		# Every test reported but teardown hung: still a defect.
+		failed=$((failed + 1))
+		failures+=("$suite: timed out")
+	elif [ "$rc" -ne 0 ] && [ "$seen" -eq 0 ]; then
+		echo "FAIL $suite (bats exit $rc, no test reported)"
+		failed=$((failed + 1))
+		failures+=("$suite")
+	fi
+done
+
+if [ "${#failures[@]}" -gt 0 ]; then
+	echo
+	echo "failed:"
+	printf '  %s\n' "${failures[@]}"
+fi
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
