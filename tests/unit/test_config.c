@@ -1,0 +1,77 @@
+/* Config parsing: a good file gives the values; each bad one gives one line
+ * naming the file, the line and the problem. */
+#include <string.h>
+#include <unistd.h>
+
+#include "coordinator/config.h"
+#include "tests/unit/unit.h"
+
+static char path[] = "/tmp/apus-config-XXXXXX";
+
+static int load(const char *text, struct apus_config *c, char *err, size_t len)
+{
+	FILE *f = fopen(path, "w");
+
+	CHECK(f, "cannot write %s", path);
+	fputs(text, f);
+	fclose(f);
+	return config_load(path, c, err, len);
+}
+
+static void expect_error(const char *text, int line, const char *needle)
+{
+	static struct apus_config c;
+	char err[600], prefix[128];
+
+	CHECK(load(text, &c, err, sizeof(err)) == -1, "accepted:\n%s", text);
+	if (line)
+		snprintf(prefix, sizeof(prefix), "%s:%d: ", path, line);
+	else
+		snprintf(prefix, sizeof(prefix), "%s: ", path);
+	CHECK(!strncmp(err, prefix, strlen(prefix)), "'%s' does not start with '%s'", err, prefix);
+	CHECK(strstr(err, needle), "'%s' does not say '%s'", err, needle);
+	CHECK(!strchr(err, '\n'), "more than one line: '%s'", err);
+}
+
+#define NODES "app_cmd = x {port}\n[node 0]\napp_port = 7001\ndata_dir = /tmp/a\n"
+
+int main(void)
+{
+	static struct apus_config c;
+	char err[600], cmd[256];
+	int fd = mkstemp(path);
+
+	CHECK(fd >= 0, "mkstemp");
+	close(fd);
+	CHECK(load("# comment\ncluster = t1\ntransport = shm\nlog_size = 1M\nfsync = always\n"
+		   "heartbeat_ms = 5\napp_cmd = redis-server --port {port} --dir {data_dir} # c\n"
+		   "[node 0]\naddress = 127.0.0.1\napp_port = 7001\ndata_dir = rel/n0\n"
+		   "[node 1]\napp_port = 7002\ndata_dir = /tmp/n1\n",
+		   &c, err, sizeof(err)) == 0, "%s", err);
+	CHECK(c.nnodes == 2 && c.log_size == 1 << 20 && c.fsync == FSYNC_ALWAYS && c.heartbeat_ms == 5,
+	      "values");
+	CHECK(!strcmp(c.nodes[1].address, "127.0.0.1"), "default address");
+	CHECK(!strncmp(c.nodes[0].data_dir, "/tmp/", 5) && strstr(c.nodes[0].data_dir, "/rel/n0"),
+	      "relative data_dir not resolved: %s", c.nodes[0].data_dir);
+	CHECK(config_app_cmd(&c, 1, cmd, sizeof(cmd)) == 0 &&
+		      !strcmp(cmd, "redis-server --port 7002 --dir /tmp/n1"),
+	      "expanded '%s'", cmd);
+	CHECK(config_quorum(&c) == 2, "quorum of 2");
+
+	expect_error("foo = 1\n" NODES, 1, "unknown key 'foo'");
+	expect_error("log_size = lots\n" NODES, 1, "not a size");
+	expect_error("heartbeat_ms = 0\n" NODES, 1, "out of range");
+	expect_error("transport = carrier-pigeon\n" NODES, 1, "not one of shm, tcp, rdma");
+	expect_error("fsync = sometimes\n" NODES, 1, "fsync");
+	expect_error("app_cmd = x\n", 0, "no [node N] section");
+	expect_error(NODES "[node 0]\n", 5, "duplicate node id 0");
+	expect_error(NODES "[node 2]\napp_port = 1\ndata_dir = /b\n", 5, "node 1 is missing");
+	expect_error(NODES "[node 1]\napp_port = x\n", 6, "not a number");
+	expect_error(NODES "[node 1]\ndata_dir = /b\n", 5, "no app_port");
+	expect_error("just words\n", 1, "expected 'key = value'");
+	expect_error("[nodes 1]\n", 1, "bad section");
+	expect_error("[node 0]\napp_port = 1\ndata_dir = /a\n", 0, "app_cmd is not set");
+	unlink(path);
+	CHECK(config_load(path, &c, err, sizeof(err)) == -1 && strstr(err, "cannot open"), "%s", err);
+	return 0;
+}

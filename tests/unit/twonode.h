@@ -1,0 +1,88 @@
+/* A two-node cluster inside one test process: node 1 (backup) and node 0
+ * (leader) run their real threads over the real shm transport, with their
+ * regions in a temporary directory.  With two nodes the quorum is both, so
+ * every proposal that returns is held by the backup too. */
+#ifndef APUS_TWONODE_H
+#define APUS_TWONODE_H
+
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coordinator/node.h"
+#include "tests/unit/unit.h"
+
+struct twonode {
+	char dir[64];
+	struct node *leader, *backup;
+};
+
+static void twonode_start(struct twonode *c, const char *log_size, const char *max_entry)
+{
+	char path[128], err[512];
+	FILE *f;
+
+	strcpy(c->dir, "/tmp/apus-unit-XXXXXX");
+	CHECK(mkdtemp(c->dir), "mkdtemp");
+	snprintf(path, sizeof(path), "%s/n0", c->dir);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/n1", c->dir);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/c.conf", c->dir);
+	f = fopen(path, "w");
+	CHECK(f, "config");
+	fprintf(f, "cluster = unit\nlog_size = %s\nmax_entry = %s\nfsync = none\n"
+		   "app_cmd = true\n[node 0]\napp_port = 1\ndata_dir = n0\n"
+		   "[node 1]\napp_port = 2\ndata_dir = n1\n", log_size, max_entry);
+	fclose(f);
+	c->backup = node_start(path, 1, err, sizeof(err));
+	CHECK(c->backup, "backup: %s", err);
+	c->leader = node_start(path, 0, err, sizeof(err));
+	CHECK(c->leader, "leader: %s", err);
+	for (int i = 0; i < 5000 && !(__atomic_load_n(&c->leader->connected, __ATOMIC_ACQUIRE) & 2); i++)
+		usleep(1000);
+	CHECK(__atomic_load_n(&c->leader->connected, __ATOMIC_ACQUIRE) & 2, "backup never connected");
+}
+
+/* Waits until the backup applied everything the leader proposed. */
+static void twonode_settle(struct twonode *c)
+{
+	for (int i = 0; i < 10000 && __atomic_load_n(&c->backup->applied, __ATOMIC_ACQUIRE) <
+					       c->leader->last_idx; i++)
+		usleep(1000);
+	CHECK(__atomic_load_n(&c->backup->applied, __ATOMIC_ACQUIRE) == c->leader->last_idx,
+	      "backup applied %llu of %llu",
+	      (unsigned long long)c->backup->applied, (unsigned long long)c->leader->last_idx);
+}
+
+static void twonode_cleanup(struct twonode *c)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", c->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", c->dir);
+}
+
+/* Calls FN for every entry between log positions FROM and TO of N's log. */
+static void twonode_walk(struct node *n, uint64_t from, uint64_t to,
+			 void (*fn)(struct node *, uint64_t pos, const struct entry_hdr *, void *),
+			 void *arg)
+{
+	while (from < to) {
+		if (!log_pos_marker_fits(n->log_size, from)) {
+			from = log_pos_next_lap(n->log_size, from);
+			continue;
+		}
+		const struct entry_hdr *e = (const void *)(n->log + from % n->log_size);
+		if (e->type == ENTRY_WRAP) {
+			from = log_pos_next_lap(n->log_size, from);
+			continue;
+		}
+		fn(n, from, e, arg);
+		from += entry_size(e->data_sz);
+	}
+}
+
+#endif
