@@ -11,7 +11,6 @@
 #include "node.h"
 #include "replay.h"
 
-#define SPIN_NS 50000	/* spin this long for new entries before sleeping */
 #define AGREE_BATCH 256
 
 struct backup {
@@ -181,7 +180,7 @@ void *backup_main(void *arg)
 			idle_since = now;
 			continue;
 		}
-		if (now - idle_since < SPIN_NS) {
+		if (now - idle_since < n->spin_ns) {
 			cpu_relax();
 			continue;
 		}

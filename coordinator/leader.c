@@ -9,8 +9,6 @@
 #include "logger.h"
 #include "node.h"
 
-#define SPIN_NS 30000	/* spin this long before sleeping on the doorbell */
-
 static int peer_connected(struct node *n, int peer)
 {
 	return __atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) & (1u << peer);
@@ -111,7 +109,7 @@ static void leader_wait(struct node *n, int (*cond)(struct node *, uint64_t), ui
 	unsigned spins = 0;
 
 	while (!cond(n, arg)) {
-		if (++spins < 64 || now_ns() - start < SPIN_NS) {
+		if (++spins < 64 || now_ns() - start < n->spin_ns) {
 			cpu_relax();
 			continue;
 		}

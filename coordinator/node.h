@@ -33,6 +33,7 @@ struct node {
 	struct transport *tp;
 	const struct transport_ops *ops;
 	int stopping;
+	uint64_t spin_ns;	/* how long a wait spins before it sleeps (APUS_SPIN_US) */
 	pthread_t thread;	/* leader: heartbeats; backup: agree/ack/execute */
 	pthread_t sync_thread;	/* fsync = batch */
 	int sync_started;
