@@ -81,7 +81,7 @@ test: all
 demo: 
 	bash scripts/demo.sh
 
-bench: all
+bench: all $(BUILD)/bench/consensus
 	bash scripts/bench.sh
 
 install: $(LIBAPUS) $(CLI)
@@ -95,3 +95,10 @@ clean:
 .PHONY: all test demo bench install clean
 
 -include $(CORE_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+
+BENCH_BIN := $(BUILD)/bench/consensus
+$(BENCH_BIN): scripts/bench/consensus.c $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $@ $< $(LIBCORE)
+bench-bin: $(BENCH_BIN)
+.PHONY: bench-bin

@@ -127,7 +127,6 @@ static int connect_leader(struct backup *b)
 	if (rc == 0) {
 		pr_info("reached leader node %d", b->leader);
 		__atomic_or_fetch(&n->connected, 1u << b->leader, __ATOMIC_RELEASE);
-		n->ctl->status.ready = 1;
 		return 1;
 	}
 	if (rc != -EAGAIN)
@@ -151,6 +150,10 @@ void *backup_main(void *arg)
 	struct backup b = { .n = n, .leader = n->leader, .expect = 1, .exec_idx = 1 };
 	int hb_us = n->cfg.heartbeat_ms * 1000;
 	uint64_t idle_since = now_ns();
+
+	/* A backup serves no clients: it is ready as soon as it runs, and
+	 * reaches the leader whenever the leader comes up. */
+	n->ctl->status.ready = 1;
 
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
 		int progress = 0, waiting_server;

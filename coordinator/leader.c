@@ -270,7 +270,10 @@ void *leader_main(void *arg)
 		__atomic_store_n(&n->applied, words[1], __ATOMIC_RELAXED);
 		n->ctl->status.log_pos = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
 		n->ctl->status.reclaim_pos = leader_reclaim_pos(n);
-		n->ctl->status.ready = (__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) & all) == all;
+		/* Ready to serve once a majority (counting us) receives entries;
+		 * later peers get the log copied when they arrive. */
+		n->ctl->status.ready = __builtin_popcount(__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) &
+							  all) + 1 >= n->quorum;
 		node_update_status(n);
 		nanosleep(&period, NULL);
 	}

@@ -1,5 +1,5 @@
 /* apus start: runs each node's server under libapus.so and waits until it
- * is ready (listening, and the leader has reached its peers). */
+ * is ready (listening, and the leader has reached a majority). */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -19,7 +19,7 @@ static const char usage[] =
 	"\n"
 	"Starts node N of the cluster, or every node of the config that lives on\n"
 	"this host, each as LD_PRELOAD=libapus.so <app_cmd>, and waits until each\n"
-	"is ready: its server listens and the leader has reached its backups.\n"
+	"is ready: its server listens and a leader has reached a majority.\n"
 	"\n"
 	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"
 	"  -n, --node N        only this node\n"

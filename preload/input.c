@@ -8,9 +8,19 @@
 #include "../coordinator/replay.h"
 #include "shim.h"
 
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t t = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
 static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcnt, ssize_t n)
 {
-	if (n < 0)
+	/* A zero-length read returns 0 without meaning end of stream. */
+	if (n < 0 || (n == 0 && iov_total(iov, iovcnt) == 0))
 		return n;
 	if (s->kind == FD_REPLAY) {
 		replay_tap_read(shim_node->replay, s->tap, n);

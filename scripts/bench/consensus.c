@@ -1,0 +1,195 @@
+/* Consensus latency microbenchmark: a 3-node cluster over shm, each node in
+ * its own process; the leader proposes N entries of SIZE bytes one after
+ * another (or from T threads at once) and times each proposal until a
+ * majority holds it.  Next to it, the floor: a ping-pong of one 64-bit word
+ * between two processes over shared memory, spinning, and with futex
+ * sleeps (what our waits do once their spin runs out).
+ *
+ *   consensus [-n N] [-s SIZE] [-t THREADS] [-d DIR]   prints one line each:
+ *   consensus  size=64 threads=1 n=20000 p50_us=.. p99_us=.. p999_us=.. ops_per_s=..
+ *   pingpong   mode=spin  p50_us=.. p99_us=..
+ *   pingpong   mode=futex p50_us=.. p99_us=.. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "coordinator/futex.h"
+#include "coordinator/logger.h"
+#include "coordinator/node.h"
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double pct(uint64_t *v, size_t n, double p)
+{
+	size_t i = (size_t)(p * (double)(n - 1));
+	return (double)v[i] / 1000.0;
+}
+
+struct prop_arg {
+	struct node *n;
+	size_t size, count;
+	uint64_t *lat;
+};
+
+static void *proposer(void *p)
+{
+	struct prop_arg *a = p;
+	char *buf = calloc(1, a->size);
+	struct iovec iov = { buf, a->size };
+
+	for (size_t i = 0; i < a->count; i++) {
+		uint64_t t0 = now_ns();
+		if (node_propose(a->n, ENTRY_RECV, (struct viewstamp){ 0, 1u << 30 }, &iov, 1, a->size, NULL))
+			abort();
+		a->lat[i] = now_ns() - t0;
+	}
+	free(buf);
+	return NULL;
+}
+
+static void bench_consensus(const char *dir, size_t size, int threads, size_t count)
+{
+	char conf[512], err[512];
+	pid_t kids[2];
+	FILE *f;
+
+	snprintf(conf, sizeof(conf), "%s/bench.conf", dir);
+	f = fopen(conf, "w");
+	fprintf(f, "cluster = bench\nlog_size = 64M\nfsync = none\napp_cmd = true\n");
+	for (int i = 0; i < 3; i++) {
+		char d[600];
+		snprintf(d, sizeof(d), "%s/n%d", dir, i);
+		mkdir(d, 0700);
+		fprintf(f, "[node %d]\napp_port = %d\ndata_dir = %s\n", i, 1 + i, d);
+	}
+	fclose(f);
+	for (int k = 1; k <= 2; k++) {
+		kids[k - 1] = fork();
+		if (kids[k - 1] == 0) {
+			if (!node_start(conf, k, err, sizeof(err))) {
+				fprintf(stderr, "backup %d: %s\n", k, err);
+				_exit(1);
+			}
+			pause();
+			_exit(0);
+		}
+	}
+	struct node *n = node_start(conf, 0, err, sizeof(err));
+	if (!n) {
+		fprintf(stderr, "leader: %s\n", err);
+		exit(1);
+	}
+	while ((__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) & 6) != 6)
+		usleep(1000);
+
+	pthread_t th[16];
+	struct prop_arg args[16];
+	uint64_t *lat = calloc(count, sizeof(uint64_t));
+	size_t per = count / (size_t)threads;
+	uint64_t t0 = now_ns();
+	for (int t = 0; t < threads; t++) {
+		args[t] = (struct prop_arg){ n, size, per, lat + (size_t)t * per };
+		pthread_create(&th[t], NULL, proposer, &args[t]);
+	}
+	for (int t = 0; t < threads; t++)
+		pthread_join(th[t], NULL);
+	double secs = (double)(now_ns() - t0) / 1e9;
+	size_t done = per * (size_t)threads;
+	qsort(lat, done, sizeof(uint64_t), cmp_u64);
+	printf("consensus size=%zu threads=%d n=%zu p50_us=%.2f p99_us=%.2f p999_us=%.2f ops_per_s=%.0f\n",
+	       size, threads, done, pct(lat, done, 0.5), pct(lat, done, 0.99), pct(lat, done, 0.999),
+	       (double)done / secs);
+	for (int k = 0; k < 2; k++) {
+		kill(kids[k], SIGKILL);
+		waitpid(kids[k], NULL, 0);
+	}
+	free(lat);
+}
+
+/* Two processes bounce a counter through one shared cache line. */
+static void bench_pingpong(int use_futex, size_t count)
+{
+	struct shared { uint32_t ping, pong, sleepers_a, sleepers_b; } *s;
+	uint64_t *lat = calloc(count, sizeof(uint64_t));
+
+	s = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	memset(s, 0, sizeof(*s));
+	pid_t kid = fork();
+	if (kid == 0) {
+		for (uint32_t i = 1; i <= count; i++) {
+			while (__atomic_load_n(&s->ping, __ATOMIC_ACQUIRE) != i) {
+				if (use_futex)
+					bell_wait(&s->ping, &s->sleepers_b, i - 1, 100000);
+				else
+					cpu_relax();
+			}
+			if (use_futex)
+				bell_ring(&s->pong, &s->sleepers_a);
+			else
+				__atomic_store_n(&s->pong, i, __ATOMIC_RELEASE);
+		}
+		_exit(0);
+	}
+	for (uint32_t i = 1; i <= count; i++) {
+		uint64_t t0 = now_ns();
+		if (use_futex)
+			bell_ring(&s->ping, &s->sleepers_b);
+		else
+			__atomic_store_n(&s->ping, i, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&s->pong, __ATOMIC_ACQUIRE) != i) {
+			if (use_futex)
+				bell_wait(&s->pong, &s->sleepers_a, i - 1, 100000);
+			else
+				cpu_relax();
+		}
+		lat[i - 1] = now_ns() - t0;
+	}
+	waitpid(kid, NULL, 0);
+	qsort(lat, count, sizeof(uint64_t), cmp_u64);
+	printf("pingpong mode=%s n=%zu p50_us=%.2f p99_us=%.2f\n", use_futex ? "futex" : "spin", count,
+	       pct(lat, count, 0.5), pct(lat, count, 0.99));
+	munmap(s, 4096);
+	free(lat);
+}
+
+int main(int argc, char **argv)
+{
+	size_t n = 20000, size = 64;
+	int threads = 1, o, pingpong = 1;
+	char dir[] = "/tmp/apus-bench-XXXXXX";
+
+	while ((o = getopt(argc, argv, "n:s:t:P")) != -1) {
+		switch (o) {
+		case 'n': n = strtoul(optarg, NULL, 10); break;
+		case 's': size = strtoul(optarg, NULL, 10); break;
+		case 't': threads = atoi(optarg); break;
+		case 'P': pingpong = 0; break;
+		default:
+			fprintf(stderr, "usage: consensus [-n N] [-s SIZE] [-t THREADS 1..16] [-P: no ping-pong]\n");
+			return 2;
+		}
+	}
+	if (threads < 1 || threads > 16)
+		return 2;
+	logger_level = LOG_WARN;
+	if (!mkdtemp(dir))
+		return 1;
+	if (pingpong) {
+		bench_pingpong(0, n);
+		bench_pingpong(1, n);
+	}
+	bench_consensus(dir, size, threads, n);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	return system(cmd) == 0 ? 0 : 1;
+}
