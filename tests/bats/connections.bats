@@ -78,7 +78,8 @@ function settled() {
 	# QUIT: the server closes the connection after its reply.
 	for ((i = 0; i < 50; i++)); do
 		run redis-cli -h 127.0.0.1 -p "$port" <<<$'INCR quits\nQUIT'
-		assert_eq "$status/$output" "0/$((i + 1))"$'\n'"OK" "INCR+QUIT $i"
+		# (redis-cli prints nothing for QUIT's +OK)
+		assert_eq "$status/$output" "0/$((i + 1))" "INCR+QUIT $i"
 	done
 	# The client sends a burst and hangs up without reading: the leader's
 	# writes of the replies fail, however many commands it ran must be what

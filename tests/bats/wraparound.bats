@@ -46,7 +46,7 @@ function backups_applied() {
 	done
 }
 
-@test "values as large as the log's quarter cross the wrap point" {
+@test "values a quarter of the log's size cross the wrap point" {
 	# 256 KB values: each wrap must cut or skip an entry that does not fit.
 	bench -t set -n 2000 -d 262144 -r 50 -c 4 -q
 	wait_equal_on_all "$CONF" 262144 STRLEN "key:000000000001"
