@@ -103,7 +103,6 @@ static int execute(struct backup *b)
 		b->exec_idx++;
 		progress = 1;
 	}
-	replay_drain(n->replay);
 	if (progress) {
 		uint64_t applied = b->exec_idx - 1;
 
@@ -170,7 +169,9 @@ void *backup_main(void *arg)
 			b.commit = lc;
 		__atomic_store_n(&n->commit, b.commit, __ATOMIC_RELAXED);
 		progress |= execute(&b);
-		waiting_server = b.exec_idx < b.expect && b.exec_idx <= b.commit;
+		/* Turns the server has yet to take, or entries it has no room for. */
+		waiting_server = replay_maintain(n->replay) ||
+				 (b.exec_idx < b.expect && b.exec_idx <= b.commit);
 
 		uint64_t now = now_ns();
 		if (now - b.last_hb_ns > (uint64_t)hb_us * 1000) {
@@ -190,7 +191,8 @@ void *backup_main(void *arg)
 		uint32_t seen = n->ops->bell(n->tp);
 		if (work_pending(&b))
 			continue;
-		/* Waiting on the server: its reads ring our doorbell. */
+		/* Waiting on the server: look again soon (its reads ring our
+		 * doorbell when we wait for room). */
 		n->ops->wait(n->tp, seen, waiting_server ? 1000 : hb_us);
 	}
 	return NULL;

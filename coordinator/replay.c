@@ -13,29 +13,44 @@
 #include "logger.h"
 #include "node.h"
 
-/* How long the server may leave replayed bytes unread, without reading
- * anything, before we stop waiting (a blocked or paused client). */
-#define STALL_NS (200 * 1000000ULL)
-#define ACCEPT_TIMEOUT_NS (5000 * 1000000ULL)
+/* How long the server may leave its turn untaken before we skip it: a
+ * server that stopped reading one client (Redis never does) must not stall
+ * replay for ever.  Skipping lets that client's bytes be read out of turn,
+ * which may break determinism, so it is long and it is logged.  It must
+ * exceed any scheduling pause a loaded machine inflicts on the server. */
+#define STALL_NS (10000 * 1000000ULL)
+/* How long a replayed connection we closed waits for the server to drop its end. */
+#define LINGER_NS (10000 * 1000000ULL)
+#define SCHED_SIZE 8192
 #define NBUCKETS 4096
 
 enum tap_state { TAP_FREE = 0, TAP_ARMED, TAP_CLAIMED };
 
+/* The server's side of one replay connection. */
 struct replay_tap {
 	uint32_t state;
 	int32_t srv_fd;
-	uint64_t consumed;	/* bytes the server read */
-	uint32_t eof;		/* the server read end of stream */
-	uint32_t pad;
+	uint64_t free_bytes;	/* bytes it may read out of turn (their turn was skipped) */
+	uint32_t free_eof;	/* its end of stream may be read out of turn */
+	uint32_t gen;		/* bumped each time the tap is armed for a new connection */
+};
+
+/* One turn of the schedule: the server is to read REMAINING more bytes
+ * (ENTRY_RECV) or the end of stream (ENTRY_CLOSE) from TAP. */
+struct turn {
+	struct replay_tap *tap;
+	uint64_t remaining;
+	uint32_t type;
+	uint32_t gen;		/* the tap's generation: turns of an older connection are void */
 };
 
 struct rconn {
 	struct viewstamp vs;
 	int sock;
-	int dead;		/* the server dropped it: skip its entries */
+	int dead;		/* no socket, or the server dropped it: skip its entries */
 	struct replay_tap *tap;
-	uint64_t sent;
-	struct rconn *next;
+	uint64_t closed_ns;	/* when its CLOSE was replayed */
+	struct rconn *next;	/* hash chain, then the closing list */
 };
 
 struct replay {
@@ -45,14 +60,20 @@ struct replay {
 	int epfd;
 	struct replay_tap *taps;	/* indexed by our local port */
 	struct rconn *buckets[NBUCKETS];
+	struct rconn *closing;
 	unsigned nconns;
+
+	/* The schedule: the backup thread appends at tail; the server's
+	 * threads take turns at head (CAS), the backup thread skips stalled ones. */
+	struct turn sched[SCHED_SIZE];
+	uint64_t head, tail;
+	uint64_t stall_head, stall_since;
+	uint32_t waiting;	/* the backup thread waits for the server to take turns */
 
 	/* The entry in progress. */
 	uint64_t cur_idx;
 	int phase;
 	size_t sent_off;
-	uint64_t mark_ns;	/* when the server last made progress */
-	uint64_t mark_val;
 
 	char drain_buf[64 * 1024];
 };
@@ -85,7 +106,7 @@ struct replay *replay_new(struct node *n)
 	}
 	return r;
 fail:
-	if (r->epfd > 0)
+	if (r->epfd >= 0)
 		close(r->epfd);
 	free(r->taps);
 	free(r);
@@ -97,6 +118,43 @@ unsigned replay_conn_count(const struct replay *r)
 	return r->nconns;
 }
 
+/* --- The schedule --- */
+
+static int sched_full(struct replay *r)
+{
+	return r->tail - __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) >= SCHED_SIZE;
+}
+
+static void sched_push(struct replay *r, struct replay_tap *t, uint32_t type, uint64_t len)
+{
+	struct turn *s = &r->sched[r->tail % SCHED_SIZE];
+
+	s->tap = t;
+	s->remaining = len;
+	s->type = type;
+	s->gen = t->gen;
+	/* Pairs with the acquire loads of tail in replay_gate(). */
+	__atomic_store_n(&r->tail, r->tail + 1, __ATOMIC_RELEASE);
+}
+
+/* The turn at the head, or NULL when the schedule is empty. */
+static struct turn *sched_head(struct replay *r, uint64_t *h)
+{
+	*h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	if (*h == __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE))
+		return NULL;
+	return &r->sched[*h % SCHED_SIZE];
+}
+
+static void sched_advance(struct replay *r, uint64_t h)
+{
+	if (__atomic_compare_exchange_n(&r->head, &h, h + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
+	    __atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
+		r->n->ops->wake(r->n->tp);
+}
+
+/* --- Connections --- */
+
 static struct rconn *conn_find(struct replay *r, uint64_t idx)
 {
 	for (struct rconn *c = r->buckets[idx % NBUCKETS]; c; c = c->next)
@@ -105,13 +163,17 @@ static struct rconn *conn_find(struct replay *r, uint64_t idx)
 	return NULL;
 }
 
-static void conn_remove(struct replay *r, struct rconn *c)
+static void conn_unhash(struct replay *r, struct rconn *c)
 {
 	struct rconn **pp = &r->buckets[c->vs.idx % NBUCKETS];
 
 	while (*pp != c)
 		pp = &(*pp)->next;
 	*pp = c->next;
+}
+
+static void conn_free(struct replay *r, struct rconn *c)
+{
 	if (c->sock >= 0)
 		close(c->sock);
 	r->nconns--;
@@ -145,12 +207,13 @@ static int open_replay_socket(struct replay *r, struct replay_tap **tapp)
 							: ((struct sockaddr_in6 *)&local)->sin6_port);
 		struct replay_tap *t = &r->taps[port];
 		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_FREE) {
-			close(s);	/* the server still holds the old connection on this port */
+			close(s);	/* the server still holds an old connection from this port */
 			continue;
 		}
 		t->srv_fd = -1;
-		t->eof = 0;
-		__atomic_store_n(&t->consumed, 0, __ATOMIC_RELAXED);
+		t->gen++;
+		t->free_bytes = 0;
+		t->free_eof = 0;
 		/* Pairs with the CAS in replay_tap_claim(). */
 		__atomic_store_n(&t->state, TAP_ARMED, __ATOMIC_RELEASE);
 		*tapp = t;
@@ -161,104 +224,65 @@ static int open_replay_socket(struct replay *r, struct replay_tap **tapp)
 
 static int exec_accept(struct replay *r, const struct entry_hdr *e)
 {
-	struct rconn *c;
+	struct replay_tap *tap = NULL;
+	struct rconn *c = calloc(1, sizeof(*c));
+	int s;
 
-	if (r->phase == 0) {
-		struct replay_tap *tap = NULL;
-		int s = open_replay_socket(r, &tap);
-
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			if (s >= 0)
-				close(s);
-			pr_err("out of memory for connection %llu", (unsigned long long)e->idx);
-			return 1;
-		}
-		c->vs = (struct viewstamp){ e->view, e->idx };
-		c->sock = s;
-		c->tap = tap;
-		c->next = r->buckets[e->idx % NBUCKETS];
-		r->buckets[e->idx % NBUCKETS] = c;
-		r->nconns++;
-		if (s < 0) {
-			pr_err("connection %llu: no socket: %s", (unsigned long long)e->idx,
-			       strerror(-s));
-			c->dead = 1;
-			return 1;
-		}
-		if (connect(s, (struct sockaddr *)&r->app, r->app_len) < 0 && errno != EINPROGRESS) {
-			pr_perror("connection %llu: cannot connect to the local server",
-				  (unsigned long long)e->idx);
-			c->dead = 1;
-			return 1;
-		}
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
-		epoll_ctl(r->epfd, EPOLL_CTL_ADD, s, &ev);
-		r->phase = 1;
-		r->mark_ns = now_ns();
-	}
-	c = conn_find(r, e->idx);
-	if (__atomic_load_n(&c->tap->state, __ATOMIC_ACQUIRE) == TAP_CLAIMED)
-		return 1;
-	if (now_ns() - r->mark_ns > ACCEPT_TIMEOUT_NS) {
-		pr_warn("connection %llu: the server did not accept it in time",
-			(unsigned long long)e->idx);
+	if (!c) {
+		pr_err("out of memory for connection %llu", (unsigned long long)e->idx);
 		return 1;
 	}
-	return 0;
-}
-
-/* 1 once the server read everything sent on C (or stopped reading). */
-static int server_caught_up(struct replay *r, struct rconn *c, int want_eof)
-{
-	struct replay_tap *t = c->tap;
-	uint64_t got;
-
-	if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED)
-		return 1;	/* the server closed it (or never took it) */
-	got = __atomic_load_n(&t->consumed, __ATOMIC_ACQUIRE);
-	uint32_t eof = __atomic_load_n(&t->eof, __ATOMIC_ACQUIRE);
-	if (got >= c->sent && (!want_eof || eof))
-		return 1;
-	if (got + eof != r->mark_val) {
-		r->mark_val = got + eof;
-		r->mark_ns = now_ns();
-		return 0;
-	}
-	if (now_ns() - r->mark_ns > STALL_NS) {
-		pr_debug("connection %llu: server left %llu bytes unread; moving on",
-			 (unsigned long long)c->vs.idx, (unsigned long long)(c->sent - got));
+	s = open_replay_socket(r, &tap);
+	c->vs = (struct viewstamp){ e->view, e->idx };
+	c->sock = s;
+	c->tap = tap;
+	c->next = r->buckets[e->idx % NBUCKETS];
+	r->buckets[e->idx % NBUCKETS] = c;
+	r->nconns++;
+	if (s < 0) {
+		pr_err("connection %llu: no socket: %s", (unsigned long long)e->idx, strerror(-s));
+		c->dead = 1;
 		return 1;
 	}
-	return 0;
+	if (connect(s, (struct sockaddr *)&r->app, r->app_len) < 0 && errno != EINPROGRESS) {
+		pr_perror("connection %llu: cannot connect to the local server",
+			  (unsigned long long)e->idx);
+		c->dead = 1;
+		return 1;
+	}
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	epoll_ctl(r->epfd, EPOLL_CTL_ADD, s, &ev);
+	return 1;
 }
 
 static int exec_recv(struct replay *r, const struct entry_hdr *e)
 {
 	struct rconn *c = conn_find(r, e->conn_idx);
+	const char *data = entry_data(e);
 
-	if (!c || c->dead)
+	if (!c || c->dead || !e->data_sz)
 		return 1;
 	if (r->phase == 0) {
-		const char *data = entry_data(e);
-
-		while (r->sent_off < e->data_sz) {
-			ssize_t k = send(c->sock, data + r->sent_off, e->data_sz - r->sent_off,
-					 MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (k > 0) {
-				r->sent_off += (size_t)k;
-				continue;
-			}
-			if (k < 0 && (errno == EAGAIN || errno == EINTR))
-				return 0;	/* the server is behind: drain and retry */
-			c->dead = 1;
-			return 1;
-		}
-		c->sent += e->data_sz;
+		if (sched_full(r))
+			return 0;
+		/* The turn goes in before the bytes, so the server never finds
+		 * bytes it may not account for. */
+		sched_push(r, c->tap, ENTRY_RECV, e->data_sz);
 		r->phase = 1;
-		r->mark_val = UINT64_MAX;
 	}
-	return server_caught_up(r, c, 0);
+	while (r->sent_off < e->data_sz) {
+		ssize_t k = send(c->sock, data + r->sent_off, e->data_sz - r->sent_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k > 0) {
+			r->sent_off += (size_t)k;
+			continue;
+		}
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			return 0;	/* the server is behind: come back */
+		c->dead = 1;		/* it dropped the connection */
+		return 1;
+	}
+	return 1;
 }
 
 static int exec_close(struct replay *r, const struct entry_hdr *e)
@@ -267,16 +291,18 @@ static int exec_close(struct replay *r, const struct entry_hdr *e)
 
 	if (!c)
 		return 1;
-	if (r->phase == 0) {
-		if (c->sock >= 0 && !c->dead)
-			shutdown(c->sock, SHUT_WR);
-		r->phase = 1;
-		r->mark_val = UINT64_MAX;
+	if (!c->dead) {
+		if (sched_full(r))
+			return 0;
+		sched_push(r, c->tap, ENTRY_CLOSE, 0);
+		shutdown(c->sock, SHUT_WR);
 	}
-	if (c->sock >= 0 && !c->dead && c->tap && !server_caught_up(r, c, 1))
-		return 0;
-	replay_drain(r);
-	conn_remove(r, c);
+	/* Keep our end until the server dropped its own: closing it now could
+	 * reset the connection before the server read everything. */
+	conn_unhash(r, c);
+	c->closed_ns = now_ns();
+	c->next = r->closing;
+	r->closing = c;
 	return 1;
 }
 
@@ -304,10 +330,11 @@ int replay_exec(struct replay *r, const struct entry_hdr *e)
 	}
 	if (done)
 		r->cur_idx = 0;
+	__atomic_store_n(&r->waiting, !done, __ATOMIC_RELEASE);
 	return done;
 }
 
-void replay_drain(struct replay *r)
+static void drain(struct replay *r)
 {
 	struct epoll_event evs[64];
 	int n;
@@ -332,6 +359,59 @@ void replay_drain(struct replay *r)
 	} while (n == 64);
 }
 
+/* Skips turns of connections the server closed, and a turn the server has
+ * left untaken for STALL_NS (its bytes may then be read out of turn). */
+static void skip_dead_turns(struct replay *r)
+{
+	uint64_t h, now = now_ns();
+	struct turn *s;
+
+	while ((s = sched_head(r, &h))) {
+		if (__atomic_load_n(&s->tap->state, __ATOMIC_ACQUIRE) == TAP_FREE ||
+		    s->gen != s->tap->gen) {
+			sched_advance(r, h);
+			continue;
+		}
+		if (h != r->stall_head) {
+			r->stall_head = h;
+			r->stall_since = now;
+			return;
+		}
+		if (now - r->stall_since < STALL_NS)
+			return;
+		pr_warn("the server left its turn on fd %d untaken for %llu ms; moving on "
+			"(replay order is no longer guaranteed for it)", s->tap->srv_fd,
+			(unsigned long long)(STALL_NS / 1000000));
+		if (s->type == ENTRY_RECV)
+			__atomic_add_fetch(&s->tap->free_bytes, s->remaining, __ATOMIC_RELEASE);
+		else
+			__atomic_store_n(&s->tap->free_eof, 1, __ATOMIC_RELEASE);
+		sched_advance(r, h);
+	}
+}
+
+int replay_maintain(struct replay *r)
+{
+	uint64_t h, now = now_ns();
+
+	drain(r);
+	skip_dead_turns(r);
+	for (struct rconn **pp = &r->closing; *pp;) {
+		struct rconn *c = *pp;
+		uint32_t st = c->tap ? __atomic_load_n(&c->tap->state, __ATOMIC_ACQUIRE) : TAP_FREE;
+
+		if (c->dead || st == TAP_FREE || now - c->closed_ns > LINGER_NS) {
+			*pp = c->next;
+			conn_free(r, c);
+		} else {
+			pp = &c->next;
+		}
+	}
+	return sched_head(r, &h) != NULL;
+}
+
+/* --- The server's side (called from the shim) --- */
+
 struct replay_tap *replay_tap_claim(struct replay *r, int fd, const void *peer_sockaddr,
 				    uint16_t peer_port)
 {
@@ -355,21 +435,53 @@ struct replay_tap *replay_tap_claim(struct replay *r, int fd, const void *peer_s
 					 __ATOMIC_ACQUIRE))
 		return NULL;
 	t->srv_fd = fd;
-	r->n->ops->wake(r->n->tp);
 	return t;
+}
+
+size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want)
+{
+	uint64_t free = __atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE), h;
+	struct turn *s;
+
+	if (free)
+		return want < free ? want : (size_t)free;
+	if (__atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
+		return want;
+	s = sched_head(r, &h);
+	if (!s || s->tap != t || s->gen != t->gen)
+		return 0;
+	if (s->type == ENTRY_CLOSE)
+		return want;
+	return want < s->remaining ? want : (size_t)s->remaining;
 }
 
 void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n)
 {
-	if (n > 0)
-		__atomic_add_fetch(&t->consumed, (uint64_t)n, __ATOMIC_RELEASE);
-	else
-		__atomic_store_n(&t->eof, 1, __ATOMIC_RELEASE);
-	r->n->ops->wake(r->n->tp);
+	uint64_t free = __atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE), h;
+	struct turn *s;
+
+	if (n > 0 && free) {
+		uint64_t k = (uint64_t)n < free ? (uint64_t)n : free;
+		__atomic_sub_fetch(&t->free_bytes, k, __ATOMIC_RELEASE);
+		n -= (ssize_t)k;
+		if (!n)
+			return;
+	}
+	s = sched_head(r, &h);
+	if (!s || s->tap != t || s->gen != t->gen)
+		return;
+	if (s->type == ENTRY_RECV && n > 0) {
+		s->remaining -= (uint64_t)n < s->remaining ? (uint64_t)n : s->remaining;
+		if (!s->remaining)
+			sched_advance(r, h);
+	} else if (s->type == ENTRY_CLOSE && n == 0) {
+		sched_advance(r, h);
+	}
 }
 
 void replay_tap_close(struct replay *r, struct replay_tap *t)
 {
 	__atomic_store_n(&t->state, TAP_FREE, __ATOMIC_RELEASE);
-	r->n->ops->wake(r->n->tp);
+	if (__atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
+		r->n->ops->wake(r->n->tp);
 }

@@ -38,6 +38,37 @@ static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcn
 	return n;
 }
 
+/* Backup: how much of a replay connection the server may read now; 0 sets
+ * EAGAIN (not its turn: the bytes stay in the socket for later). */
+static size_t gate(struct fd_slot *s, size_t want)
+{
+	size_t cap;
+
+	if (s->kind != FD_REPLAY || !want)
+		return want;
+	cap = replay_gate(shim_node->replay, s->tap, want);
+	if (!cap)
+		errno = EAGAIN;
+	return cap;
+}
+
+#define IOV_CAP 64
+
+/* Copies IOV into OUT truncated to CAP bytes; returns the number of entries. */
+static int iov_cap(const struct iovec *iov, int iovcnt, size_t cap, struct iovec *out)
+{
+	int n = 0;
+
+	for (int i = 0; i < iovcnt && n < IOV_CAP && cap; i++) {
+		out[n] = iov[i];
+		if (out[n].iov_len > cap)
+			out[n].iov_len = cap;
+		cap -= out[n].iov_len;
+		n++;
+	}
+	return n;
+}
+
 APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
 	struct fd_slot *s;
@@ -45,22 +76,34 @@ APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
 		return real.read(fd, buf, len);
-	struct iovec iov = { buf, len };
-	return after_input(s, &iov, 1, real.read(fd, buf, len));
+	size_t cap = gate(s, len);
+	if (len && !cap)
+		return -1;
+	struct iovec iov = { buf, cap };
+	return after_input(s, &iov, 1, real.read(fd, buf, cap));
 }
 
 APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
+	struct iovec capped[IOV_CAP];
 	struct fd_slot *s;
+	size_t want, cap;
 
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
 		return real.readv(fd, iov, iovcnt);
+	want = iov_total(iov, iovcnt);
+	if (!(cap = gate(s, want)) && want)
+		return -1;
+	if (cap < want) {
+		iovcnt = iov_cap(iov, iovcnt, cap, capped);
+		iov = capped;
+	}
 	return after_input(s, iov, iovcnt, real.readv(fd, iov, iovcnt));
 }
 
 APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
-		 socklen_t *alen)
+			     socklen_t *alen)
 {
 	struct fd_slot *s;
 
@@ -68,28 +111,37 @@ APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct so
 	/* A peek leaves the bytes in the socket: they count when really read. */
 	if (!(s = shim_tracked(fd)) || (flags & MSG_PEEK))
 		return real.recvfrom(fd, buf, len, flags, addr, alen);
-	struct iovec iov = { buf, len };
-	return after_input(s, &iov, 1, real.recvfrom(fd, buf, len, flags, addr, alen));
+	size_t cap = gate(s, len);
+	if (len && !cap)
+		return -1;
+	struct iovec iov = { buf, cap };
+	return after_input(s, &iov, 1, real.recvfrom(fd, buf, cap, flags, addr, alen));
 }
 
 APUS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
-	struct fd_slot *s;
-
-	real_resolve();
-	if (!(s = shim_tracked(fd)) || (flags & MSG_PEEK))
-		return real.recv(fd, buf, len, flags);
-	struct iovec iov = { buf, len };
-	return after_input(s, &iov, 1, real.recv(fd, buf, len, flags));
+	return recvfrom(fd, buf, len, flags, NULL, NULL);
 }
 
 APUS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
+	struct iovec capped[IOV_CAP], *orig_iov = msg->msg_iov;
+	size_t orig_len = msg->msg_iovlen, want, cap;
 	struct fd_slot *s;
+	ssize_t n;
 
 	real_resolve();
 	if (!(s = shim_tracked(fd)) || (flags & MSG_PEEK))
 		return real.recvmsg(fd, msg, flags);
-	ssize_t n = real.recvmsg(fd, msg, flags);
-	return after_input(s, msg->msg_iov, (int)msg->msg_iovlen, n);
+	want = iov_total(msg->msg_iov, (int)msg->msg_iovlen);
+	if (!(cap = gate(s, want)) && want)
+		return -1;
+	if (cap < want) {
+		msg->msg_iovlen = (size_t)iov_cap(orig_iov, (int)orig_len, cap, capped);
+		msg->msg_iov = capped;
+	}
+	n = real.recvmsg(fd, msg, flags);
+	msg->msg_iov = orig_iov;
+	msg->msg_iovlen = orig_len;
+	return after_input(s, orig_iov, (int)orig_len, n);
 }
