@@ -9,6 +9,7 @@
 
 static const char *const fsync_names[] = { "none", "batch", "always" };
 static const char *const transport_names[] = { "shm", "tcp", "rdma" };
+static const char *const commit_wait_names[] = { "read", "reply" };
 
 const char *fsync_policy_name(int policy)
 {
@@ -107,6 +108,8 @@ static int parse_name(struct parser *p, const char *key, const char *v,
 	if (count == 3)
 		return fail(p, "%s: '%s' is not one of %s, %s, %s", key, v,
 			    names[0], names[1], names[2]);
+	if (count == 2)
+		return fail(p, "%s: '%s' is not one of %s, %s", key, v, names[0], names[1]);
 	return fail(p, "%s: bad value '%s'", key, v);
 }
 
@@ -153,6 +156,8 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 	}
 	if (!strcmp(k, "fsync"))
 		return parse_name(p, k, v, fsync_names, 3, &c->fsync);
+	if (!strcmp(k, "commit_wait"))
+		return parse_name(p, k, v, commit_wait_names, 2, &c->commit_wait);
 	if (!strcmp(k, "fsync_interval_ms"))
 		return parse_int(p, k, v, 1, 60000, &c->fsync_interval_ms);
 	if (!strcmp(k, "heartbeat_ms"))

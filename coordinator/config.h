@@ -3,6 +3,7 @@
  *   cluster = NAME            transport = shm|tcp|rdma
  *   log_size = 64M            max_entry = 64K
  *   fsync = none|batch|always fsync_interval_ms = 50
+ *   commit_wait = read|reply
  *   heartbeat_ms = 10         start_timeout_ms = 15000
  *   app_cmd = redis-server --port {port} ...
  *   [node N]  address = A   app_port = P   peer_port = Q   data_dir = D
@@ -18,6 +19,12 @@
 #define APUS_MAX_NODES 8
 
 enum fsync_policy { FSYNC_NONE = 0, FSYNC_BATCH, FSYNC_ALWAYS };
+
+/* When the leader waits for a majority (see README):
+ * READ: the server's read() returns bytes only once they are committed;
+ * REPLY: read() returns at once, and the server's replies to clients are
+ * held until everything it has read so far is committed. */
+enum commit_wait { COMMIT_WAIT_READ = 0, COMMIT_WAIT_REPLY };
 
 struct node_conf {
 	int id;
@@ -36,6 +43,7 @@ struct apus_config {
 	uint32_t max_entry;
 	int fsync;
 	int fsync_interval_ms;
+	int commit_wait;
 	int heartbeat_ms;
 	int start_timeout_ms;
 	char app_cmd[4096];

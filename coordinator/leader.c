@@ -174,19 +174,19 @@ static uint64_t leader_append(struct node *n, struct entry_meta *m, const struct
 	size_t l = entry_write(n->log + pos % n->log_size, m, iov, iovcnt, skip, len);
 	node_persist(n, pos, l);
 	leader_replicate(n, pos, l);
-	n->last_idx = m->idx;
+	__atomic_store_n(&n->last_idx, m->idx, __ATOMIC_RELEASE);
 	__atomic_store_n(&n->tail, pos + need, __ATOMIC_RELEASE);
 	return pos;
 }
 
-struct commit_wait {
+struct entry_wait {
 	uint64_t idx;
 	const struct entry_hdr *e;
 };
 
 static int entry_committed(struct node *n, uint64_t arg)
 {
-	const struct commit_wait *w = (const void *)(uintptr_t)arg;
+	const struct entry_wait *w = (const void *)(uintptr_t)arg;
 	int votes = 1;
 
 	if (__atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) >= w->idx)
@@ -235,11 +235,29 @@ int node_propose(struct node *n, int type, struct viewstamp conn, const struct i
 	       !__atomic_compare_exchange_n(&n->self_acked, &cur, last_idx, 0, __ATOMIC_ACQ_REL,
 					    __ATOMIC_ACQUIRE))
 		;
+	if (n->cfg.commit_wait == COMMIT_WAIT_REPLY)
+		return 0;	/* node_wait_output() waits before the reply leaves */
 
-	struct commit_wait w = { last_idx,
+	struct entry_wait w = { last_idx,
 				 (const struct entry_hdr *)(n->log + last_pos % n->log_size) };
 	leader_wait(n, entry_committed, (uint64_t)(uintptr_t)&w, NULL);
 	return 0;
+}
+
+static int all_committed(struct node *n, uint64_t idx)
+{
+	if (__atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) >= idx)
+		return 1;
+	leader_commit_from_peers(n);
+	return __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) >= idx;
+}
+
+void node_wait_output(struct node *n)
+{
+	uint64_t idx = __atomic_load_n(&n->last_idx, __ATOMIC_ACQUIRE);
+
+	if (n->role == ROLE_LEADER && __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) < idx)
+		leader_wait(n, all_committed, idx, NULL);
 }
 
 /* The leader's own thread: connects peers, sends heartbeats (view, commit,

@@ -63,6 +63,10 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 int node_propose(struct node *n, int type, struct viewstamp conn,
 		 const struct iovec *iov, int iovcnt, size_t len, struct viewstamp *vs);
 
+/* Leader with commit_wait = reply: returns once everything proposed so far
+ * is committed, so a reply never reveals state a failover could lose. */
+void node_wait_output(struct node *n);
+
 /* The forked child of a server must never act as the replica. */
 void node_forget_after_fork(struct node *n);
 

@@ -53,9 +53,18 @@ for t in build/tests/unit/test_*; do
 done
 
 # ---- bats ------------------------------------------------------------------
+# Each run is FILE or FILE|VAR=VALUE: the same tests again under another
+# setting (a parameter of the tests, not a copy of them).
+VARIANTS=(
+	"digest.bats|APUS_TEST_COMMIT_WAIT=reply"
+	"connections.bats|APUS_TEST_COMMIT_WAIT=reply"
+)
 bats_files=()
 for f in tests/bats/*.bats; do
 	matches "${f##*/}" && bats_files+=("$f")
+done
+for v in "${VARIANTS[@]}"; do
+	matches "${v%%|*}" && bats_files+=("tests/bats/$v")
 done
 
 if [ "${#bats_files[@]}" -gt 0 ] && ! command -v bats >/dev/null 2>&1; then
@@ -65,9 +74,12 @@ if [ "${#bats_files[@]}" -gt 0 ] && ! command -v bats >/dev/null 2>&1; then
 	bats_files=()
 fi
 
-for f in "${bats_files[@]}"; do
+for run in "${bats_files[@]}"; do
+	f=${run%%|*}
+	setting=
+	[ "$run" != "$f" ] && setting=${run#*|}
 	suite=${f##*/}
-	suite=${suite%.bats}
+	suite=${suite%.bats}${setting:+[${setting#*=}]}
 	plan=0
 	seen=0
 	in_fail=0
@@ -109,7 +121,7 @@ for f in "${bats_files[@]}"; do
 			fi
 			;;
 		esac
-	done < <(timeout --kill-after=30 "$BATS_TIMEOUT" bats --tap "$f" 2>&1 </dev/null)
+	done < <(env ${setting:+"$setting"} timeout --kill-after=30 "$BATS_TIMEOUT" bats --tap "$f" 2>&1 </dev/null)
 	wait $! 2>/dev/null
 	rc=$?
 	timed_out=0

@@ -103,6 +103,7 @@ function make_conf() {
 		echo "log_size     = $log_size"
 		echo "fsync        = none"
 		echo "heartbeat_ms = 10"
+		echo "commit_wait  = ${APUS_TEST_COMMIT_WAIT:-read}"
 		echo "app_cmd      = redis-server --port {port} --bind {address} --dir {data_dir} --unixsocket {data_dir}/redis.sock --save \"\" --appendonly no --enable-debug-command local --daemonize no${*:+ $*}"
 		for ((i = 0; i < APUS_TEST_NODES; i++)); do
 			mkdir -p "$dir/n$i"

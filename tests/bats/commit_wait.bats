@@ -1,0 +1,57 @@
+#!/usr/bin/env bats
+# No client ever gets a reply to a request that a majority does not hold:
+# with both backups frozen the leader cannot commit, so a request gets no
+# answer; once they run again it is answered and every replica has it.
+# Checked under both commit_wait settings (read: the server does not see
+# the bytes; reply: the server runs the request but its reply is held).
+
+load helpers
+
+setup() {
+	requires redis
+}
+
+teardown() {
+	local n
+	for n in ${FROZEN:-}; do
+		kill -CONT "$n" 2>/dev/null || true
+	done
+	stop_cluster "${CONF:-}"
+}
+
+held_until_majority() {
+	local mode=$1 portbase=$2 port pids=() pid out
+	CONF=$(APUS_TEST_COMMIT_WAIT=$mode make_conf "$(test_dir "cw-$mode")" "$portbase")
+	grep -q "^commit_wait  = $mode" "$CONF" || fail "config lacks commit_wait = $mode"
+	start_cluster "$CONF"
+	port=$(leader_port)
+	[ "$(redis-cli -p "$port" SET before 1)" = OK ] || fail "cluster does not answer"
+	for n in $(backups); do
+		pids+=("$(redis_pid "$n")")
+	done
+	FROZEN="${pids[*]}"
+	kill -STOP "${pids[@]}"
+	# The request must not be answered while no backup can hold it.
+	redis-cli -p "$port" SET held "$mode" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+	pid=$!
+	sleep 1.5
+	if ! kill -0 "$pid" 2>/dev/null; then
+		fail "answered without a majority: '$(cat "$BATS_TEST_TMPDIR/out")'"
+	fi
+	kill -CONT "${pids[@]}"
+	FROZEN=
+	retry 50 0.1 bash -c "! kill -0 $pid 2>/dev/null" || fail "never answered after the backups resumed"
+	wait "$pid" || true
+	out=$(cat "$BATS_TEST_TMPDIR/out")
+	assert_eq "$out" "OK" "reply once a majority holds it"
+	wait_equal_on_all "$CONF" "$mode" GET held
+	wait_digests_equal "$CONF" 30
+}
+
+@test "commit_wait = read: no answer without a majority" {
+	held_until_majority read 17600
+}
+
+@test "commit_wait = reply: no answer without a majority" {
+	held_until_majority reply 17650
+}
