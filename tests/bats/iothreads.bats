@@ -1,12 +1,12 @@
 #!/usr/bin/env bats
-# Redis with I/O threads: reads and writes of client sockets happen on other
-# threads than the one that runs commands; replicas must still agree.
+# Redis with I/O threads (threaded writes to client sockets, the io-threads
+# default): replicas must still agree.
 
 load helpers
 
 setup_file() {
 	have redis || return 0
-	CONF=$(make_conf "$(test_dir cluster)" 17300 64M --io-threads 4 --io-threads-do-reads yes)
+	CONF=$(make_conf "$(test_dir cluster)" 17300 64M --io-threads 4)
 	export CONF
 	start_cluster "$CONF"
 }
