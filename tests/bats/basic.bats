@@ -83,3 +83,28 @@ setup() {
 	[ "${#lines[@]}" -eq 1 ] || fail "want one line, got: $output"
 	[[ "$output" =~ ^apus:\ "$bad":$line:\ .*foo ]] || fail "want 'apus: $bad:$line: ... foo ...', got: $output"
 }
+
+@test "BGSAVE: the forked child passes through and the replicas stay equal" {
+	local port n before after
+	port=$(leader_port)
+	redis-cli -h 127.0.0.1 -p "$port" SET saved-key v >/dev/null
+	before=$(admin 0 LASTSAVE)
+	sleep 1.1	# LASTSAVE has a resolution of one second
+	# Through the app port: every replica runs BGSAVE (each forks a child
+	# that must not act as a replica).
+	run redis-cli -h 127.0.0.1 -p "$port" BGSAVE
+	assert_eq "$status" 0 "BGSAVE exit"
+	[[ "$output" == "Background saving started"* ]] || fail "BGSAVE said '$output'"
+	for n in $(conf_nodes "$CONF"); do
+		retry 50 0.2 bash -c "[ \"\$(redis-cli -s '$(admin_sock "$n")' LASTSAVE)\" -gt $before ]" ||
+			fail "node $n: BGSAVE never finished"
+		assert_eq "$(admin "$n" INFO persistence | tr -d '\r' | grep rdb_last_bgsave_status)" \
+			"rdb_last_bgsave_status:ok" "node $n bgsave status"
+		[ -s "$(data_dir "$n")/dump.rdb" ] || fail "node $n: no dump.rdb"
+	done
+	# Still serving, still replicating.
+	run redis-cli -h 127.0.0.1 -p "$port" INCR after-save
+	assert_eq "$status/$output" "0/1" "INCR after BGSAVE"
+	wait_equal_on_all "$CONF" 1 GET after-save
+	wait_digests_equal "$CONF" 30
+}
