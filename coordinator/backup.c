@@ -176,6 +176,14 @@ void *backup_main(void *arg)
 		uint64_t now = now_ns();
 		if (now - b.last_hb_ns > (uint64_t)hb_us * 1000) {
 			b.last_hb_ns = now;
+			if (n->ops->check(n->tp, b.leader) != 0) {
+				/* A new leader log starts at entry 1; our server already
+				 * ran the old one.  Rejoining needs log repair (election). */
+				pr_err("leader node %d restarted or died; restart this node to rejoin",
+				       b.leader);
+				__atomic_and_fetch(&n->connected, ~(1u << b.leader), __ATOMIC_RELEASE);
+				break;
+			}
 			write_leader(&b, offsetof(struct region_ctl, peer[n->self].hb), now);
 			n->ctl->status.log_pos = b.pos;
 			node_update_status(n);

@@ -78,6 +78,7 @@ static void leader_commit_from_peers(struct node *n)
 static void leader_connect_peers_locked(struct node *n)
 {
 	for (int k = 0; k < n->cfg.nnodes; k++) {
+		struct peer_slot *ps = &n->ctl->peer[k];
 		int rc;
 
 		if (k == n->self || peer_connected(n, k))
@@ -86,10 +87,19 @@ static void leader_connect_peers_locked(struct node *n)
 		if (rc)
 			continue;
 		if (n->tail > n->log_size) {
-			pr_err("node %d joined after the log wrapped; it needs a checkpoint to catch up",
-			       k);
+			/* Its log starts at entry 1, which we no longer hold: it
+			 * must not pin reclamation while it cannot catch up. */
+			if (ps->applied_end != UINT64_MAX)
+				pr_err("node %d joined after the log wrapped; it needs a checkpoint to catch up",
+				       k);
+			store64(&ps->applied_end, UINT64_MAX);
 			continue;
 		}
+		/* A fresh log on its side: whatever an earlier incarnation
+		 * reported counts for nothing now. */
+		store64(&ps->acked, 0);
+		store64(&ps->applied, 0);
+		store64(&ps->applied_end, 0);
 		if (n->tail)
 			n->ops->write(n->tp, k, REGION_CTL_SIZE, n->log, n->tail);
 		uint64_t words[3] = { n->view, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE), 0 };
@@ -97,6 +107,17 @@ static void leader_connect_peers_locked(struct node *n)
 		n->ops->ring(n->tp, k);
 		__atomic_or_fetch(&n->connected, 1u << k, __ATOMIC_RELEASE);
 		pr_info("node %d connected (%llu log bytes copied)", k, (unsigned long long)n->tail);
+	}
+}
+
+/* Notices peers that restarted or died since we reached them. */
+static void leader_check_peers(struct node *n)
+{
+	for (int k = 0; k < n->cfg.nnodes; k++) {
+		if (k == n->self || !peer_connected(n, k) || n->ops->check(n->tp, k) == 0)
+			continue;
+		__atomic_and_fetch(&n->connected, ~(1u << k), __ATOMIC_RELEASE);
+		pr_warn("node %d restarted or died: it receives nothing until it is back", k);
 	}
 }
 
@@ -271,6 +292,7 @@ void *leader_main(void *arg)
 	uint32_t all = ((1u << n->cfg.nnodes) - 1) & ~(1u << n->self);
 
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
+		leader_check_peers(n);
 		if ((__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) & all) != all &&
 		    pthread_mutex_trylock(&n->lock) == 0) {
 			leader_connect_peers_locked(n);

@@ -86,6 +86,7 @@ struct replay *replay_new(struct node *n)
 	if (!r)
 		return NULL;
 	r->n = n;
+	r->stall_head = UINT64_MAX;	/* no turn has been watched yet */
 	r->taps = calloc(65536, sizeof(*r->taps));
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (!r->taps || r->epfd < 0)

@@ -28,6 +28,10 @@ struct transport_ops {
 	/* Tries once to reach PEER: 0 connected, -EAGAIN not yet, other -errno. */
 	int (*connect)(struct transport *t, int peer);
 	int (*connected)(struct transport *t, int peer);
+	/* Whether connected PEER is still the incarnation we reached: 0 yes,
+	 * -ECONNRESET if it restarted or died (we are disconnected from it
+	 * then, and connect() reaches the new one). */
+	int (*check)(struct transport *t, int peer);
 	/* Lands LEN bytes from BUF at offset OFF of PEER's region. */
 	int (*write)(struct transport *t, int peer, uint64_t off, const void *buf, size_t len);
 	/* Tells PEER that writes landed (it may be asleep in wait()). */

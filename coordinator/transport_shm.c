@@ -4,6 +4,7 @@
 #define LOG_PREFIX "shm: "
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -18,6 +19,7 @@
 struct shm_peer {
 	char *base;
 	size_t size;
+	ino_t ino;		/* the region file we mapped: a restarted peer makes a new one */
 };
 
 struct shm_transport {
@@ -52,6 +54,15 @@ static int shm_open_ep(const struct apus_config *cfg, int self, void *region, si
 	return 0;
 }
 
+/* The region's owner is alive: a region file left by a dead process is
+ * not a peer. */
+static int owner_alive(const struct region_ctl *ctl)
+{
+	pid_t pid = (pid_t)ctl->status.pid;
+
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
 static int shm_connect(struct transport *t, int peer)
 {
 	struct shm_transport *s = SHM(t);
@@ -80,13 +91,36 @@ static int shm_connect(struct transport *t, int peer)
 	ctl = m;
 	/* Pairs with the release store of magic in region_create(). */
 	if (load64(&ctl->magic) != REGION_MAGIC || ctl->log_size != s->cfg->log_size ||
-	    ctl->node != (uint32_t)peer) {
+	    ctl->node != (uint32_t)peer || !owner_alive(ctl)) {
 		munmap(m, want);
 		return -EAGAIN;
 	}
 	s->peers[peer].base = m;
 	s->peers[peer].size = want;
+	s->peers[peer].ino = st.st_ino;
 	return 0;
+}
+
+static void shm_disconnect(struct shm_peer *p)
+{
+	munmap(p->base, p->size);
+	p->base = NULL;
+}
+
+static int shm_check(struct transport *t, int peer)
+{
+	struct shm_transport *s = SHM(t);
+	struct shm_peer *p = &s->peers[peer];
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (!p->base)
+		return -ENOTCONN;
+	if (config_node_path(s->cfg, peer, REGION_FILE, path, sizeof(path)) == 0 &&
+	    stat(path, &st) == 0 && st.st_ino == p->ino && owner_alive(ctl_of(p->base)))
+		return 0;
+	shm_disconnect(p);
+	return -ECONNRESET;
 }
 
 static int shm_connected(struct transport *t, int peer)
@@ -164,7 +198,7 @@ static void shm_close(struct transport *t)
 
 	for (int i = 0; i < APUS_MAX_NODES; i++)
 		if (s->peers[i].base)
-			munmap(s->peers[i].base, s->peers[i].size);
+			shm_disconnect(&s->peers[i]);
 	free(s);
 }
 
@@ -173,6 +207,7 @@ const struct transport_ops transport_shm_ops = {
 	.open = shm_open_ep,
 	.connect = shm_connect,
 	.connected = shm_connected,
+	.check = shm_check,
 	.write = shm_write,
 	.ring = shm_ring,
 	.poll = shm_poll,
