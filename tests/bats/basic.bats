@@ -108,3 +108,24 @@ setup() {
 	wait_equal_on_all "$CONF" 1 GET after-save
 	wait_digests_equal "$CONF" 30
 }
+
+@test "a restarted cluster ignores the regions its previous run left behind" {
+	local port n
+	stop_cluster "$CONF"
+	for n in $(conf_nodes "$CONF"); do
+		[ -f "$(data_dir "$n")/apus.region" ] || fail "node $n left no region to be confused by"
+	done
+	# The leader first, alone for a while: the old backups' region files are
+	# still there, and their owners are dead.
+	"$APUS" start --config "$CONF" --node 0 >"$BATS_TEST_TMPDIR/start0" 2>&1 3>&- &
+	sleep 1
+	for n in $(conf_nodes "$CONF"); do
+		[ "$n" -eq 0 ] && continue
+		timeout 60 "$APUS" start --config "$CONF" --node "$n" 3>&- || fail "node $n did not start"
+	done
+	wait $! || fail "node 0 did not start: $(cat "$BATS_TEST_TMPDIR/start0")"
+	port=$(leader_port)
+	run timeout 10 redis-cli -h 127.0.0.1 -p "$port" SET after-restart yes
+	assert_eq "$status/$output" "0/OK" "SET after restart"
+	wait_equal_on_all "$CONF" yes GET after-restart
+}
