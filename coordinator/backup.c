@@ -19,8 +19,7 @@ struct backup {
 	uint64_t pos, expect;		/* next entry to agree on */
 	uint64_t exec_pos, exec_idx;	/* next entry to execute */
 	uint64_t commit;
-	uint64_t reported_applied, reported_acked;
-	uint64_t last_hb_ns, leader_hb;
+	uint64_t last_hb_ns;	/* when we last reported liveness to the leader */
 };
 
 /* Skips the unused tail of a lap (no room for a marker there). */

@@ -177,10 +177,3 @@ fail:
 	}
 	return NULL;
 }
-
-void node_forget_after_fork(struct node *n)
-{
-	(void)n;
-	/* Nothing to undo: the child has none of our threads and the shim stops
-	 * routing calls to the node.  The mapping stays, unused. */
-}

@@ -67,9 +67,6 @@ int node_propose(struct node *n, int type, struct viewstamp conn,
  * is committed, so a reply never reveals state a failover could lose. */
 void node_wait_output(struct node *n);
 
-/* The forked child of a server must never act as the replica. */
-void node_forget_after_fork(struct node *n);
-
 /* Internal, shared by node.c, leader.c and backup.c. */
 void *leader_main(void *arg);
 void *backup_main(void *arg);

@@ -61,7 +61,6 @@ struct replay {
 	struct replay_tap *taps;	/* indexed by our local port */
 	struct rconn *buckets[NBUCKETS];
 	struct rconn *closing;
-	unsigned nconns;
 
 	/* The schedule: the backup thread appends at tail; the server's
 	 * threads take turns at head (CAS), the backup thread skips stalled ones. */
@@ -112,11 +111,6 @@ fail:
 	free(r->taps);
 	free(r);
 	return NULL;
-}
-
-unsigned replay_conn_count(const struct replay *r)
-{
-	return r->nconns;
 }
 
 /* --- The schedule --- */
@@ -177,7 +171,6 @@ static void conn_free(struct replay *r, struct rconn *c)
 {
 	if (c->sock >= 0)
 		close(c->sock);
-	r->nconns--;
 	free(c);
 }
 
@@ -239,7 +232,6 @@ static int exec_accept(struct replay *r, const struct entry_hdr *e)
 	c->tap = tap;
 	c->next = r->buckets[e->idx % NBUCKETS];
 	r->buckets[e->idx % NBUCKETS] = c;
-	r->nconns++;
 	if (s < 0) {
 		pr_err("connection %llu: no socket: %s", (unsigned long long)e->idx, strerror(-s));
 		c->dead = 1;

@@ -33,9 +33,6 @@ int replay_exec(struct replay *r, const struct entry_hdr *e);
  * 1 while the server still has scheduled turns to take. */
 int replay_maintain(struct replay *r);
 
-/* Replay connections open now (including ones waiting to be closed). */
-unsigned replay_conn_count(const struct replay *r);
-
 /* --- Called by the shim from the server's threads --- */
 
 /* The server accepted FD from PEER_ADDR:PEER_PORT; returns its tap if it is
