@@ -27,7 +27,7 @@ else
 Q := @
 endif
 
-CORE_SRC := $(wildcard coordinator/*.c)
+CORE_SRC := $(wildcard coordinator/*.c checker/*.c)
 SHIM_SRC := $(wildcard preload/*.c)
 CLI_SRC := $(wildcard guard/*.c)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)

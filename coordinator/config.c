@@ -10,6 +10,8 @@
 static const char *const fsync_names[] = { "none", "batch", "always" };
 static const char *const transport_names[] = { "shm", "tcp", "rdma" };
 static const char *const commit_wait_names[] = { "read", "reply" };
+static const char *const on_off_names[] = { "off", "on" };
+static const char *const divergence_names[] = { "report", "unhealthy" };
 
 const char *fsync_policy_name(int policy)
 {
@@ -158,6 +160,10 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_name(p, k, v, fsync_names, 3, &c->fsync);
 	if (!strcmp(k, "commit_wait"))
 		return parse_name(p, k, v, commit_wait_names, 2, &c->commit_wait);
+	if (!strcmp(k, "checker"))
+		return parse_name(p, k, v, on_off_names, 2, &c->checker);
+	if (!strcmp(k, "divergence"))
+		return parse_name(p, k, v, divergence_names, 2, &c->divergence);
 	if (!strcmp(k, "fsync_interval_ms"))
 		return parse_int(p, k, v, 1, 60000, &c->fsync_interval_ms);
 	if (!strcmp(k, "heartbeat_ms"))
@@ -207,6 +213,7 @@ static void set_defaults(struct apus_config *c)
 	c->max_entry = 64 << 10;
 	c->fsync = FSYNC_BATCH;
 	c->fsync_interval_ms = 50;
+	c->checker = 1;
 	c->heartbeat_ms = 10;
 	c->start_timeout_ms = 15000;
 	for (int i = 0; i < APUS_MAX_NODES; i++)

@@ -3,7 +3,7 @@
  *   cluster = NAME            transport = shm|tcp|rdma
  *   log_size = 64M            max_entry = 64K
  *   fsync = none|batch|always fsync_interval_ms = 50
- *   commit_wait = read|reply
+ *   commit_wait = read|reply  checker = on|off  divergence = report|unhealthy
  *   heartbeat_ms = 10         start_timeout_ms = 15000
  *   app_cmd = redis-server --port {port} ...
  *   [node N]  address = A   app_port = P   peer_port = Q   data_dir = D
@@ -26,6 +26,9 @@ enum fsync_policy { FSYNC_NONE = 0, FSYNC_BATCH, FSYNC_ALWAYS };
  * held until everything it has read so far is committed. */
 enum commit_wait { COMMIT_WAIT_READ = 0, COMMIT_WAIT_REPLY };
 
+/* What a replica does when its output diverges from the leader's. */
+enum divergence_policy { DIVERGENCE_REPORT = 0, DIVERGENCE_UNHEALTHY };
+
 struct node_conf {
 	int id;
 	int line;		/* where its section starts, for error messages */
@@ -44,6 +47,8 @@ struct apus_config {
 	int fsync;
 	int fsync_interval_ms;
 	int commit_wait;
+	int checker;		/* hash and compare output (default on) */
+	int divergence;		/* enum divergence_policy */
 	int heartbeat_ms;
 	int start_timeout_ms;
 	char app_cmd[4096];

@@ -98,7 +98,7 @@ int entry_check(const void *at, uint64_t idx, size_t room)
 	/* The fields read before the barrier may have been torn: re-check them. */
 	if (e->idx != idx || e->data_sz != sz || e->view != view)
 		return 0;
-	if (e->type < ENTRY_NOOP || e->type > ENTRY_WRAP)
+	if (e->type < ENTRY_NOOP || e->type > ENTRY_HASH)
 		return 0;
 	return entry_crc(e) == e->crc;
 }

@@ -224,44 +224,66 @@ static int entry_committed(struct node *n, uint64_t arg)
 	return 0;
 }
 
-int node_propose(struct node *n, int type, struct viewstamp conn, const struct iovec *iov,
-		 int iovcnt, size_t len, struct viewstamp *vs)
+/* Appends an event (split into entries of at most max_entry bytes) and
+ * sends it to the backups; does not wait.  Returns the last entry's index
+ * and sets *LAST_POS to its position. */
+static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
+			      const struct iovec *iov, int iovcnt, size_t len, struct viewstamp *vs,
+			      uint64_t *last_pos)
 {
 	struct entry_meta m = { .view = n->view, .conn = conn, .type = (uint16_t)type,
 				.node = (uint8_t)n->self };
-	uint64_t last_pos = 0;
 	size_t done = 0;
 
-	if (n->role != ROLE_LEADER)
-		return -EPERM;
 	pthread_mutex_lock(&n->lock);
 	do {
 		uint32_t chunk = len - done > n->cfg.max_entry ? n->cfg.max_entry
 							       : (uint32_t)(len - done);
 		if (type == ENTRY_ACCEPT)
 			m.conn = (struct viewstamp){ n->view, n->last_idx + 1 };
-		last_pos = leader_append(n, &m, iov, iovcnt, done, chunk);
+		*last_pos = leader_append(n, &m, iov, iovcnt, done, chunk);
 		if (!done && vs)
 			*vs = (struct viewstamp){ m.view, m.idx };
 		done += chunk;
 	} while (done < len);
-	uint64_t last_idx = m.idx;
 	pthread_mutex_unlock(&n->lock);
 
 	for (int k = 0; k < n->cfg.nnodes; k++)
 		if (k != n->self && peer_connected(n, k))
 			n->ops->ring(n->tp, k);
 	uint64_t cur = __atomic_load_n(&n->self_acked, __ATOMIC_ACQUIRE);
-	while (cur < last_idx &&
-	       !__atomic_compare_exchange_n(&n->self_acked, &cur, last_idx, 0, __ATOMIC_ACQ_REL,
+	while (cur < m.idx &&
+	       !__atomic_compare_exchange_n(&n->self_acked, &cur, m.idx, 0, __ATOMIC_ACQ_REL,
 					    __ATOMIC_ACQUIRE))
 		;
+	return m.idx;
+}
+
+int node_propose(struct node *n, int type, struct viewstamp conn, const struct iovec *iov,
+		 int iovcnt, size_t len, struct viewstamp *vs)
+{
+	uint64_t last_pos, last_idx;
+
+	if (n->role != ROLE_LEADER)
+		return -EPERM;
+	last_idx = leader_submit(n, type, conn, iov, iovcnt, len, vs, &last_pos);
 	if (n->cfg.commit_wait == COMMIT_WAIT_REPLY)
 		return 0;	/* node_wait_output() waits before the reply leaves */
 
 	struct entry_wait w = { last_idx,
-				 (const struct entry_hdr *)(n->log + last_pos % n->log_size) };
+				(const struct entry_hdr *)(n->log + last_pos % n->log_size) };
 	leader_wait(n, entry_committed, (uint64_t)(uintptr_t)&w, NULL);
+	return 0;
+}
+
+int node_record(struct node *n, int type, const void *data, size_t len)
+{
+	struct iovec iov = { (void *)data, len };
+	uint64_t last_pos;
+
+	if (n->role != ROLE_LEADER)
+		return -EPERM;
+	leader_submit(n, type, (struct viewstamp){ 0, 0 }, &iov, 1, len, NULL, &last_pos);
 	return 0;
 }
 

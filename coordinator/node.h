@@ -63,6 +63,10 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 int node_propose(struct node *n, int type, struct viewstamp conn,
 		 const struct iovec *iov, int iovcnt, size_t len, struct viewstamp *vs);
 
+/* Leader: logs LEN bytes of DATA as an entry of TYPE without waiting for
+ * it to commit (the checker's output checkpoints).  0 or -EPERM. */
+int node_record(struct node *n, int type, const void *data, size_t len);
+
 /* Leader with commit_wait = reply: returns once everything proposed so far
  * is committed, so a reply never reveals state a failover could lose. */
 void node_wait_output(struct node *n);

@@ -44,7 +44,8 @@ struct node_status {
 	uint32_t ready;		/* leader: every peer reached; backup: leader reached */
 	uint32_t app_listening;	/* the server listens on its application port */
 	uint32_t peers_connected;	/* bit per node */
-	uint32_t pad;
+	uint32_t unhealthy;	/* output diverged and divergence = unhealthy */
+	uint64_t divergences;	/* connections whose output differed from the leader's */
 	char error[128];	/* why the node failed, when role == ROLE_FAILED */
 };
 

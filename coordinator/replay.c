@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../checker/divergence.h"
+#include "../checker/outcheck.h"
 #include "logger.h"
 #include "node.h"
 
@@ -46,11 +48,14 @@ struct turn {
 
 struct rconn {
 	struct viewstamp vs;
+	struct replay *r;
 	int sock;
 	int dead;		/* no socket, or the server dropped it: skip its entries */
+	int eof;		/* we read the end of the server's output */
 	struct replay_tap *tap;
 	uint64_t closed_ns;	/* when its CLOSE was replayed */
 	struct rconn *next;	/* hash chain, then the closing list */
+	struct out_check chk;	/* the server's output against the leader's */
 };
 
 struct replay {
@@ -74,6 +79,7 @@ struct replay {
 	int phase;
 	size_t sent_off;
 
+	char divergence_path[PATH_MAX];
 	char drain_buf[64 * 1024];
 };
 
@@ -86,6 +92,8 @@ struct replay *replay_new(struct node *n)
 		return NULL;
 	r->n = n;
 	r->stall_head = UINT64_MAX;	/* no turn has been watched yet */
+	config_node_path(&n->cfg, n->self, DIVERGENCE_FILE, r->divergence_path,
+			 sizeof(r->divergence_path));
 	r->taps = calloc(65536, sizeof(*r->taps));
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (!r->taps || r->epfd < 0)
@@ -158,6 +166,62 @@ static struct rconn *conn_find(struct replay *r, uint64_t idx)
 	return NULL;
 }
 
+/* A connection still open or already closed but lingering. */
+static struct rconn *conn_find_any(struct replay *r, uint64_t idx)
+{
+	struct rconn *c = conn_find(r, idx);
+
+	for (struct rconn *l = r->closing; !c && l; l = l->next)
+		if (l->vs.idx == idx)
+			c = l;
+	return c;
+}
+
+static void on_diverge(void *arg, uint64_t offset, uint64_t leader_crc, uint64_t replica_crc,
+		       uint64_t index, const char *why, const void *excerpt, size_t len)
+{
+	struct rconn *c = arg;
+	struct node *n = c->r->n;
+	struct timespec ts;
+	struct divergence d = { .node = n->self, .conn_view = c->vs.view, .conn_idx = c->vs.idx,
+				.offset = offset, .leader_crc = leader_crc,
+				.replica_crc = replica_crc, .index = index, .why = why,
+				.excerpt = excerpt, .excerpt_len = len };
+	int rc;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	d.time_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	rc = divergence_append(c->r->divergence_path, &d);
+	if (rc)
+		pr_err("cannot record a divergence in %s: %s", c->r->divergence_path, strerror(-rc));
+	n->ctl->status.divergences++;
+	if (n->cfg.divergence == DIVERGENCE_UNHEALTHY)
+		n->ctl->status.unhealthy = 1;
+	pr_warn("output of connection %llu.%llu differs from the leader's at byte %llu (%s)",
+		(unsigned long long)c->vs.view, (unsigned long long)c->vs.idx,
+		(unsigned long long)offset, why);
+}
+
+/* Reads what the server wrote on C, feeding the output check. */
+static void conn_drain(struct replay *r, struct rconn *c)
+{
+	for (;;) {
+		ssize_t k = recv(c->sock, r->drain_buf, sizeof(r->drain_buf), MSG_DONTWAIT);
+
+		if (k > 0) {
+			if (r->n->cfg.checker)
+				out_check_absorb(&c->chk, r->drain_buf, (size_t)k);
+			continue;
+		}
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		/* End of stream or error: nothing more will come. */
+		c->eof = 1;
+		epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->sock, NULL);
+		return;
+	}
+}
+
 static void conn_unhash(struct replay *r, struct rconn *c)
 {
 	struct rconn **pp = &r->buckets[c->vs.idx % NBUCKETS];
@@ -169,6 +233,11 @@ static void conn_unhash(struct replay *r, struct rconn *c)
 
 static void conn_free(struct replay *r, struct rconn *c)
 {
+	if (c->sock >= 0 && !c->eof && !c->dead)
+		conn_drain(r, c);
+	/* Only a complete output can be held against the leader's whole one. */
+	if (c->eof && r->n->cfg.checker)
+		out_check_finish(&c->chk);
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c);
@@ -228,6 +297,8 @@ static int exec_accept(struct replay *r, const struct entry_hdr *e)
 	}
 	s = open_replay_socket(r, &tap);
 	c->vs = (struct viewstamp){ e->view, e->idx };
+	c->r = r;
+	out_check_init(&c->chk, on_diverge, c);
 	c->sock = s;
 	c->tap = tap;
 	c->next = r->buckets[e->idx % NBUCKETS];
@@ -284,6 +355,10 @@ static int exec_close(struct replay *r, const struct entry_hdr *e)
 
 	if (!c)
 		return 1;
+	if (e->data_sz == sizeof(struct out_record)) {
+		const struct out_record *last = entry_data(e);
+		out_check_leader_final(&c->chk, last->offset, last->crc, e->idx);
+	}
 	if (!c->dead) {
 		if (sched_full(r))
 			return 0;
@@ -296,6 +371,20 @@ static int exec_close(struct replay *r, const struct entry_hdr *e)
 	c->closed_ns = now_ns();
 	c->next = r->closing;
 	r->closing = c;
+	return 1;
+}
+
+/* The leader's output checkpoints. */
+static int exec_hash(struct replay *r, const struct entry_hdr *e)
+{
+	const struct out_record *rec = entry_data(e);
+	size_t n = e->data_sz / sizeof(*rec);
+
+	for (size_t i = 0; i < n && r->n->cfg.checker; i++) {
+		struct rconn *c = conn_find_any(r, rec[i].conn_idx);
+		if (c)
+			out_check_leader(&c->chk, rec[i].offset, rec[i].crc, e->idx);
+	}
 	return 1;
 }
 
@@ -318,6 +407,9 @@ int replay_exec(struct replay *r, const struct entry_hdr *e)
 	case ENTRY_CLOSE:
 		done = exec_close(r, e);
 		break;
+	case ENTRY_HASH:
+		done = exec_hash(r, e);
+		break;
 	default:
 		done = 1;
 	}
@@ -334,21 +426,8 @@ static void drain(struct replay *r)
 
 	do {
 		n = epoll_wait(r->epfd, evs, 64, 0);
-		for (int i = 0; i < n; i++) {
-			struct rconn *c = evs[i].data.ptr;
-
-			for (;;) {
-				ssize_t k = recv(c->sock, r->drain_buf, sizeof(r->drain_buf),
-						 MSG_DONTWAIT);
-				if (k > 0)
-					continue;
-				if (k < 0 && (errno == EAGAIN || errno == EINTR))
-					break;
-				/* End of stream or error: nothing more will come. */
-				epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->sock, NULL);
-				break;
-			}
-		}
+		for (int i = 0; i < n; i++)
+			conn_drain(r, evs[i].data.ptr);
 	} while (n == 64);
 }
 

@@ -21,6 +21,7 @@ static const char usage_main[] =
 	"  start    start the replicas of a cluster (all of this host's, or --node N)\n"
 	"  stop     stop them\n"
 	"  status   show view, leader, and each node's role, commit and applied index\n"
+	"  divergence  where a replica's output differed from the leader's\n"
 	"\n"
 	"Run 'apus <command> --help' for the options of a command.\n";
 
@@ -42,6 +43,7 @@ int cli_parse(struct cli *c, const char *cmd, const char *usage, int argc, char 
 		{ "node", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "since", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -53,7 +55,7 @@ int cli_parse(struct cli *c, const char *cmd, const char *usage, int argc, char 
 	c->config_path = getenv("APUS_CONFIG");
 	opterr = 0;
 	optind = 1;
-	while ((o = getopt_long(argc, argv, "c:n:jt:h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "c:n:jt:s:h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c':
 			c->config_path = optarg;
@@ -74,6 +76,9 @@ int cli_parse(struct cli *c, const char *cmd, const char *usage, int argc, char 
 				cli_error("%s: --timeout wants milliseconds, not '%s'", cmd, optarg);
 				return -1;
 			}
+			break;
+		case 's':
+			c->since = optarg;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -186,6 +191,8 @@ int main(int argc, char **argv)
 		return cmd_stop(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "status"))
 		return cmd_status(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "divergence"))
+		return cmd_divergence(argc - 1, argv + 1);
 	cli_error("unknown command '%s' (see 'apus --help')", argv[1]);
 	return 2;
 }

@@ -14,6 +14,7 @@ struct cli {
 	int node;		/* -1: every node (of this host, for start/stop) */
 	int json;
 	int timeout_ms;
+	const char *since;
 	struct apus_config cfg;
 };
 
@@ -34,5 +35,6 @@ int cli_pid_alive(pid_t pid);
 int cmd_start(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_divergence(int argc, char **argv);
 
 #endif

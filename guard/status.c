@@ -93,6 +93,9 @@ int cmd_status(int argc, char **argv)
 			       (unsigned long long)(r->up && lead_commit > r->s.applied
 							    ? lead_commit - r->s.applied
 							    : 0));
+			if (r->up)
+				printf(",\"divergences\":%llu,\"healthy\":%s",
+				       (unsigned long long)r->s.divergences, r->s.unhealthy ? "false" : "true");
 			if (r->pid && r->s.role == ROLE_FAILED) {
 				printf(",\"error\":");
 				json_string(r->s.error);

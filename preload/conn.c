@@ -82,6 +82,7 @@ static int admit(int fd)
 		}
 		s->conn = vs;
 		s->closed_logged = 0;
+		s->out = (struct out_hash){ 0, 0 };
 		s->kind = FD_CLIENT;
 		return 0;
 	}
@@ -151,7 +152,11 @@ void shim_log_close(struct fd_slot *s)
 	if (s->kind != FD_CLIENT || s->closed_logged)
 		return;
 	s->closed_logged = 1;
-	node_propose(shim_node, ENTRY_CLOSE, s->conn, NULL, 0, 0, NULL);
+	/* The CLOSE carries the final checkpoint of the connection's output. */
+	struct out_record last = { s->conn.view, s->conn.idx, s->out.off, s->out.crc };
+	struct iovec iov = { &last, sizeof(last) };
+	node_propose(shim_node, ENTRY_CLOSE, s->conn, &iov, 1,
+		     shim_node->cfg.checker ? sizeof(last) : 0, NULL);
 }
 
 APUS_EXPORT int close(int fd)

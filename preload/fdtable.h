@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "../checker/outhash.h"
 #include "../coordinator/entry.h"
 
 enum fd_kind {
@@ -23,6 +24,7 @@ struct fd_slot {
 	uint32_t closed_logged;	/* FD_CLIENT: its CLOSE entry was proposed */
 	struct viewstamp conn;	/* FD_CLIENT: the connection's conn_vs */
 	struct replay_tap *tap;	/* FD_REPLAY */
+	struct out_hash out;	/* FD_CLIENT: what the server wrote to it so far */
 };
 
 #define FD_CHUNK_BITS 12

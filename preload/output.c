@@ -1,50 +1,111 @@
 /* The write family.  With commit_wait = reply, a reply to a client leaves
  * only once everything the server has read so far is committed (output
- * commit); otherwise output passes through.  These wrappers are also where
- * the output checker (checker/) will hash each connection's stream. */
+ * commit).  With the checker on, what the server wrote to each replicated
+ * client is hashed, and the leader logs a checkpoint at every OUT_FOLD
+ * bytes without waiting for it to commit; backups compare their own. */
+#include "../coordinator/entry.h"
 #include "shim.h"
 
-/* Holds a reply to a replicated client until its inputs are committed. */
-static inline void before_output(int fd)
+#define RECORDS_PER_ENTRY 32
+
+struct checkpoints {
+	struct fd_slot *s;
+	int count;
+	struct out_record rec[RECORDS_PER_ENTRY];
+};
+
+static void flush(struct checkpoints *c)
+{
+	if (c->count)
+		node_record(shim_node, ENTRY_HASH, c->rec, sizeof(c->rec[0]) * (size_t)c->count);
+	c->count = 0;
+}
+
+static void checkpoint(void *arg, uint64_t offset, uint64_t crc)
+{
+	struct checkpoints *c = arg;
+
+	c->rec[c->count++] = (struct out_record){ c->s->conn.view, c->s->conn.idx, offset, crc };
+	if (c->count == RECORDS_PER_ENTRY)
+		flush(c);
+}
+
+/* Hashes the first N bytes of IOV written to the client of slot S. */
+static void after_output(struct fd_slot *s, const struct iovec *iov, int iovcnt, ssize_t n)
+{
+	struct checkpoints c = { .s = s };
+
+	for (int i = 0; i < iovcnt && n > 0; i++) {
+		size_t len = iov[i].iov_len < (size_t)n ? iov[i].iov_len : (size_t)n;
+		out_hash_feed(&s->out, iov[i].iov_base, len, checkpoint, &c);
+		n -= (ssize_t)len;
+	}
+	flush(&c);
+}
+
+/* The slot of FD if it is a replicated client of this leader, else NULL;
+ * holds the reply until its inputs are committed where so configured. */
+static inline struct fd_slot *before_output(int fd)
 {
 	struct fd_slot *s = shim_tracked(fd);
 
-	if (s && s->kind == FD_CLIENT && shim_node->cfg.commit_wait == COMMIT_WAIT_REPLY)
+	if (!s || s->kind != FD_CLIENT)
+		return 0;
+	if (shim_node->cfg.commit_wait == COMMIT_WAIT_REPLY)
 		node_wait_output(shim_node);
+	return shim_node->cfg.checker ? s : 0;
 }
 
 APUS_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
+	struct fd_slot *s;
+
 	real_resolve();
-	before_output(fd);
-	return real.write(fd, buf, len);
+	s = before_output(fd);
+	ssize_t n = real.write(fd, buf, len);
+	if (s && n > 0)
+		after_output(s, &(struct iovec){ (void *)buf, len }, 1, n);
+	return n;
 }
 
 APUS_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	real_resolve();
-	before_output(fd);
-	return real.writev(fd, iov, iovcnt);
-}
+	struct fd_slot *s;
 
-APUS_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
-{
 	real_resolve();
-	before_output(fd);
-	return real.send(fd, buf, len, flags);
+	s = before_output(fd);
+	ssize_t n = real.writev(fd, iov, iovcnt);
+	if (s && n > 0)
+		after_output(s, iov, iovcnt, n);
+	return n;
 }
 
 APUS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 			   const struct sockaddr *addr, socklen_t alen)
 {
+	struct fd_slot *s;
+
 	real_resolve();
-	before_output(fd);
-	return real.sendto(fd, buf, len, flags, addr, alen);
+	s = before_output(fd);
+	ssize_t n = real.sendto(fd, buf, len, flags, addr, alen);
+	if (s && n > 0)
+		after_output(s, &(struct iovec){ (void *)buf, len }, 1, n);
+	return n;
+}
+
+APUS_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	return sendto(fd, buf, len, flags, NULL, 0);
 }
 
 APUS_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
+	struct fd_slot *s;
+
 	real_resolve();
-	before_output(fd);
-	return real.sendmsg(fd, msg, flags);
+	s = before_output(fd);
+	ssize_t n = real.sendmsg(fd, msg, flags);
+	if (s && n > 0)
+		after_output(s, msg->msg_iov, (int)msg->msg_iovlen, n);
+	return n;
 }

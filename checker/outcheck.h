@@ -1,0 +1,42 @@
+/* A replica's side of the output check for one connection: hashes what its
+ * server wrote back, and compares with the leader's checkpoints, which may
+ * arrive before or after the replica's own output reaches their offset. */
+#ifndef APUS_OUTCHECK_H
+#define APUS_OUTCHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "outhash.h"
+
+#define OUT_KEEP 16	/* checkpoints remembered on each side */
+
+/* Called once per connection, at its first difference. */
+typedef void (*diverge_fn)(void *arg, uint64_t offset, uint64_t leader_crc, uint64_t replica_crc,
+			   uint64_t index, const char *why, const void *excerpt, size_t len);
+
+struct out_check {
+	struct out_hash out;
+	uint64_t bound_crc;		/* CRC at the last multiple of OUT_FOLD */
+	char win[OUT_FOLD];		/* the bytes since then */
+	struct { uint64_t off, crc; } mine[OUT_KEEP];
+	struct { uint64_t off, crc, index; } theirs[OUT_KEEP];
+	unsigned nmine, ntheirs;
+	int have_final;
+	uint64_t final_off, final_crc, final_index;
+	int diverged;
+	diverge_fn fn;
+	void *arg;
+};
+
+void out_check_init(struct out_check *c, diverge_fn fn, void *arg);
+/* The replica's server wrote LEN more bytes. */
+void out_check_absorb(struct out_check *c, const void *buf, size_t len);
+/* The leader's checkpoint at OFF (a multiple of OUT_FOLD), from entry INDEX. */
+void out_check_leader(struct out_check *c, uint64_t off, uint64_t crc, uint64_t index);
+/* The leader's final checkpoint (its whole output), from the CLOSE entry. */
+void out_check_leader_final(struct out_check *c, uint64_t off, uint64_t crc, uint64_t index);
+/* The replica's output is complete: compare the final checkpoint. */
+void out_check_finish(struct out_check *c);
+
+#endif
