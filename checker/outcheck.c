@@ -32,9 +32,11 @@ static void on_fold(void *arg, uint64_t off, uint64_t crc)
 	c->mine[k].off = off;
 	c->mine[k].crc = crc;
 	c->bound_crc = crc;
-	for (unsigned i = 0; i < OUT_KEEP && i < c->ntheirs; i++)
-		if (c->theirs[i].off == off && crc != c->theirs[i].crc)
-			diverge(c, off, c->theirs[i].crc, crc, c->theirs[i].index, "hash", OUT_FOLD);
+	while (c->th_head != c->th_tail && c->theirs[c->th_head % OUT_KEEP].off <= off) {
+		unsigned h = c->th_head++ % OUT_KEEP;
+		if (c->theirs[h].off == off && crc != c->theirs[h].crc)
+			diverge(c, off, c->theirs[h].crc, crc, c->theirs[h].index, "hash", OUT_FOLD);
+	}
 }
 
 void out_check_absorb(struct out_check *c, const void *buf, size_t len)
@@ -62,7 +64,8 @@ void out_check_leader(struct out_check *c, uint64_t off, uint64_t crc, uint64_t 
 					off == c->out.off ? OUT_FOLD : 0);
 		return;	/* matched, or too old to compare */
 	}
-	unsigned k = c->ntheirs++ % OUT_KEEP;
+	unsigned k = c->th_tail - c->th_head < OUT_KEEP ? c->th_tail++ % OUT_KEEP
+							 : (c->th_tail - 1) % OUT_KEEP;
 	c->theirs[k].off = off;
 	c->theirs[k].crc = crc;
 	c->theirs[k].index = index;

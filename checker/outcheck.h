@@ -9,7 +9,7 @@
 
 #include "outhash.h"
 
-#define OUT_KEEP 16	/* checkpoints remembered on each side */
+#define OUT_KEEP 64	/* checkpoints remembered on each side */
 
 /* Called once per connection, at its first difference. */
 typedef void (*diverge_fn)(void *arg, uint64_t offset, uint64_t leader_crc, uint64_t replica_crc,
@@ -20,8 +20,12 @@ struct out_check {
 	uint64_t bound_crc;		/* CRC at the last multiple of OUT_FOLD */
 	char win[OUT_FOLD];		/* the bytes since then */
 	struct { uint64_t off, crc; } mine[OUT_KEEP];
+	/* The leader's checkpoints our output has not reached yet, oldest
+	 * first.  The CRC is cumulative, so when they are too many to keep, the
+	 * newest replaces the last kept one: any later checkpoint still
+	 * catches a difference before it. */
 	struct { uint64_t off, crc, index; } theirs[OUT_KEEP];
-	unsigned nmine, ntheirs;
+	unsigned nmine, th_head, th_tail;
 	int have_final;
 	uint64_t final_off, final_crc, final_index;
 	int diverged;

@@ -470,9 +470,9 @@ int replay_maintain(struct replay *r)
 	skip_dead_turns(r);
 	for (struct rconn **pp = &r->closing; *pp;) {
 		struct rconn *c = *pp;
-		uint32_t st = c->tap ? __atomic_load_n(&c->tap->state, __ATOMIC_ACQUIRE) : TAP_FREE;
-
-		if (c->dead || st == TAP_FREE || now - c->closed_ns > LINGER_NS) {
+		/* Done once the server's end is closed and we read all it wrote
+		 * (its close frees the tap just before the FIN reaches us). */
+		if (c->dead || c->eof || now - c->closed_ns > LINGER_NS) {
 			*pp = c->next;
 			conn_free(r, c);
 		} else {

@@ -1,0 +1,125 @@
+#!/usr/bin/env bats
+# The output checker: every replica hashes what its server wrote on each
+# replayed connection and compares with the leader's checkpoints.
+# Deterministic traffic leaves no record; nondeterministic commands are
+# caught on exactly the connections that ran them.
+
+load helpers
+
+setup_file() {
+	have redis || return 0
+	CONF=$(make_conf "$(test_dir cluster)" 17700)
+	export CONF
+	start_cluster "$CONF"
+}
+
+teardown_file() {
+	stop_cluster "${CONF:-}"
+}
+
+setup() {
+	requires redis
+}
+
+div_json() { timeout 30 "$APUS" divergence --config "$CONF" --json "$@" 3>&-; }
+
+# connections NODE JSON - how many connections of NODE diverged.
+connections() {
+	grep -o "{\"node\":$1,[^{}]*}" <<<"$2" | grep -o '"connections":[0-9]*' | cut -d: -f2
+}
+
+# wait_connections NODE WANT - retry until NODE reports WANT diverged connections.
+wait_connections() {
+	local j
+	for _ in $(seq 50); do
+		j=$(div_json)
+		[ "$(connections "$1" "$j")" = "$2" ] && return 0
+		sleep 0.2
+	done
+	echo "node $1: want $2 diverged connections, report: $j" >&2
+	return 1
+}
+
+@test "deterministic load leaves no divergence record" {
+	local port j n
+	port=$(leader_port)
+	bench -t set,get,incr,lpush,rpush,lpop,sadd,hset,lrange_100 -n 20000 -c 20 -r 10000 -q
+	wait_digests_equal "$CONF" 30
+	j=$(div_json)
+	assert_eq "$(json_field "$(strip_nodes "$j")" total)" 0 "divergence records after deterministic load: $j"
+	for n in $(conf_nodes "$CONF"); do
+		assert_eq "$(status_node "$(status_json)" "$n" divergences)" 0 "node $n divergences in status"
+	done
+}
+
+@test "nondeterministic commands diverge on exactly their connections" {
+	local port n cmd
+	port=$(leader_port)
+	redis-cli -p "$port" EVAL "for i=1,1000 do redis.call('sadd', KEYS[1], i) end" 1 bigset >/dev/null
+	for cmd in "TIME" "RANDOMKEY" "SRANDMEMBER bigset 10" "SPOP bigset 10" "INFO server"; do
+		# shellcheck disable=SC2086
+		redis-cli -p "$port" $cmd >/dev/null
+		# Deterministic sessions in between must not be flagged.
+		redis-cli -p "$port" PING >/dev/null
+		redis-cli -p "$port" GET "no such key" >/dev/null
+	done
+	for n in $(backups); do
+		wait_connections "$n" 5 || fail "node $n"
+	done
+	assert_eq "$(connections 0 "$(div_json)")" 0 "the leader compares nothing with itself"
+	# Each record names a connection and a byte offset.
+	div_json | grep -o '"offset":[0-9]*' | grep -vq '"offset":0$' || fail "records without offsets"
+	run timeout 30 "$APUS" divergence --config "$CONF" 3>&-
+	assert_eq "$status" 0 "apus divergence"
+	[[ "$output" == *"node 1: 5 connection(s)"* ]] || fail "text report: $output"
+}
+
+@test "a 100,000-element LRANGE that differs only in its last byte is caught" {
+	local port before n j
+	port=$(leader_port)
+	before=$(div_json)
+	redis-cli -p "$port" EVAL "for i=1,100000 do redis.call('rpush', KEYS[1], i) end" 1 biglist >/dev/null
+	# The last element is the last digit of each replica's own port: it
+	# differs on every replica, and it is one byte.
+	redis-cli -p "$port" EVAL "local p = string.match(redis.call('info','server'), 'tcp_port:(%d+)'); return redis.call('rpush', KEYS[1], string.sub(p, -1))" 1 biglist >/dev/null
+	redis-cli -p "$port" LRANGE biglist 0 -1 | tail -n 1 | grep -qx "$(( $(app_port 0) % 10 ))" ||
+		fail "the leader's last element is not its port's last digit"
+	for n in $(backups); do
+		# The EVAL itself replies with the list's length: no divergence;
+		# the LRANGE session must add exactly one diverged connection.
+		wait_connections "$n" $(( $(connections "$n" "$before") + 1 )) || fail "node $n"
+		j=$(div_json --node "$n")
+		# Its offset is the end of a ~1 MB reply.
+		grep -o '"offset":[0-9]*' <<<"$j" | cut -d: -f2 | sort -n | tail -n 1 |
+			awk '{ exit !($1 > 500000) }' || fail "node $n: offsets $(grep -o '"offset":[0-9]*' <<<"$j")"
+	done
+}
+
+@test "--since filters by time" {
+	j=$(div_json --since "$(( $(date +%s) + 3600 ))")
+	assert_eq "$(json_field "$(strip_nodes "$j")" total)" 0 "records from the future"
+	j=$(div_json --since 1h)
+	[ "$(json_field "$(strip_nodes "$j")" total)" -gt 0 ] || fail "records of the last hour: $j"
+	run timeout 10 "$APUS" divergence --config "$CONF" --since yesterday 3>&-
+	[ "$status" -ne 0 ] || fail "a bad --since was accepted"
+}
+
+@test "divergence = unhealthy marks a diverged backup in apus status" {
+	local conf port n j
+	conf=$(make_conf "$(test_dir unhealthy)" 17750)
+	sed -i 's/^fsync .*/&\ndivergence   = unhealthy/' "$conf"
+	grep -q '^divergence   = unhealthy' "$conf" || fail "config edit failed"
+	start_cluster "$conf" || fail "cluster did not start"
+	port=$(leader_port "$conf")
+	j=$(status_json "$conf")
+	for n in $(conf_nodes "$conf"); do
+		grep -q "\"id\":$n,[^}]*\"healthy\":true" <<<"$j" || fail "node $n not healthy before: $j"
+	done
+	redis-cli -p "$port" TIME >/dev/null
+	for n in $(backups "$conf"); do
+		retry 50 0.2 bash -c "'$APUS' status --config '$conf' --json 3>&- | grep -q '\"id\":$n,[^}]*\"healthy\":false'" ||
+			{ stop_cluster "$conf"; fail "node $n still healthy: $(status_json "$conf")"; }
+	done
+	status_json "$conf" | grep -q '"id":0,[^}]*"healthy":true' || fail "the leader became unhealthy"
+	stop_cluster "$conf"
+}
