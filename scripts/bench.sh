@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark, one run: bare redis-server vs apus (3 replicas,
 # shm; commit_wait = read, the default, and commit_wait = reply) for
-# redis-benchmark SET and GET with 50 clients and 1 client, interleaved
-# (bare, apus, apus-reply, bare, ...) so drift hits all alike; then
+# redis-benchmark SET and GET with 50 clients and 1 client, and apus with
+# the output checker off (checker = off), interleaved (bare, apus,
+# apus-reply, apus-nochecker, bare, ...) so drift hits all alike; then
 # the consensus microbenchmark next to the shared-memory ping-pong floor.
 # Prints Markdown tables (paste into BENCHMARKS.md).
 #
@@ -17,14 +18,18 @@ work=$(mktemp -d /tmp/apus-bench-XXXXXX)
 bare_port=7290
 conf=$work/cluster.conf
 conf_reply=$work/cluster-reply.conf
+conf_nochk=$work/cluster-nochk.conf
 sed -e "s#/tmp/apus-demo#$work#" -e 's/= 700\([123]\)/= 728\1/' -e 's/^fsync .*/fsync = batch/' \
 	apps/redis/cluster-shm.conf >"$conf"
 sed -e "s#/tmp/apus-demo#$work/reply#" -e 's/= 700\([123]\)/= 738\1/' \
 	-e 's/^fsync .*/fsync = batch\ncommit_wait = reply/' apps/redis/cluster-shm.conf >"$conf_reply"
+sed -e "s#/tmp/apus-demo#$work/nochk#" -e 's/= 700\([123]\)/= 748\1/' \
+	-e 's/^fsync .*/fsync = batch\nchecker = off/' apps/redis/cluster-shm.conf >"$conf_nochk"
 
 cleanup() {
 	"$apus" stop --config "$conf" >/dev/null 2>&1 || true
 	"$apus" stop --config "$conf_reply" >/dev/null 2>&1 || true
+	"$apus" stop --config "$conf_nochk" >/dev/null 2>&1 || true
 	redis-cli -p $bare_port shutdown nosave >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
@@ -34,6 +39,7 @@ redis-server --port $bare_port --bind 127.0.0.1 --save "" --appendonly no --daem
 	--logfile "$work/bare.log" --dir "$work" >/dev/null
 "$apus" start --config "$conf" >/dev/null
 "$apus" start --config "$conf_reply" >/dev/null
+"$apus" start --config "$conf_nochk" >/dev/null
 sleep 0.5
 
 # run PORT TEST CLIENTS N -> "rps p50 p99"
@@ -48,11 +54,12 @@ for test in set get; do
 	for clients in 50 1; do
 		n=$((clients == 50 ? 100000 : 20000))
 		for ((r = 0; r < rounds; r++)); do
-			for sys in bare apus apus-reply; do
+			for sys in bare apus apus-reply apus-nochecker; do
 				case $sys in
 				bare) port=$bare_port ;;
 				apus) port=7281 ;;
-				*) port=7381 ;;
+				apus-reply) port=7381 ;;
+				*) port=7481 ;;
 				esac
 				read -r rps p50 p99 < <(run "$port" "$test" "$clients" "$n")
 				echo "| $test | $clients | $sys | $rps | $p50 | $p99 |" >>"$work/rows"
@@ -69,7 +76,7 @@ echo "|---|---|---|---|---|---|---|"
 med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for test in set get; do
 	for clients in 50 1; do
-		for sys in apus apus-reply; do
+		for sys in apus apus-reply apus-nochecker; do
 			b=${sum[$test-$clients-bare]} a=${sum[$test-$clients-$sys]}
 			brps=$(echo "$b" | tr ' ' '\n' | cut -d/ -f1 | med)
 			arps=$(echo "$a" | tr ' ' '\n' | cut -d/ -f1 | med)
@@ -82,6 +89,7 @@ for test in set get; do
 done
 "$apus" stop --config "$conf" >/dev/null
 "$apus" stop --config "$conf_reply" >/dev/null
+"$apus" stop --config "$conf_nochk" >/dev/null
 redis-cli -p $bare_port shutdown nosave >/dev/null 2>&1 || true
 
 echo

@@ -181,7 +181,7 @@ int main(int argc, char **argv)
 	}
 	if (threads < 1 || threads > 16)
 		return 2;
-	logger_level = LOG_WARN;
+	logger_level = LOG_ERROR;	/* the backups are killed at the end */
 	if (!mkdtemp(dir))
 		return 1;
 	if (pingpong) {
