@@ -72,6 +72,18 @@ static void leader_commit_from_peers(struct node *n)
 	leader_set_commit(n, acked[n->quorum - 1]);
 }
 
+/* View, commit and a counter into PEER's control words: one 8-byte write
+ * each, so they never tear against the commit word other threads write. */
+static void leader_heartbeat(struct node *n, int peer, uint64_t hb)
+{
+	uint64_t commit = __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE);
+
+	n->ops->write(n->tp, peer, offsetof(struct region_ctl, lead_view), &n->view, 8);
+	n->ops->write(n->tp, peer, offsetof(struct region_ctl, lead_commit), &commit, 8);
+	n->ops->write(n->tp, peer, offsetof(struct region_ctl, lead_hb), &hb, 8);
+	n->ops->ring(n->tp, peer);
+}
+
 /* Copies the whole log written so far to PEER, then lets it receive new
  * entries.  Called with n->lock held.  Only possible while nothing was
  * reclaimed: a peer never seen pins reclamation at 0, so this holds. */
@@ -102,9 +114,7 @@ static void leader_connect_peers_locked(struct node *n)
 		store64(&ps->applied_end, 0);
 		if (n->tail)
 			n->ops->write(n->tp, k, REGION_CTL_SIZE, n->log, n->tail);
-		uint64_t words[3] = { n->view, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE), 0 };
-		n->ops->write(n->tp, k, offsetof(struct region_ctl, lead_view), words, sizeof(words));
-		n->ops->ring(n->tp, k);
+		leader_heartbeat(n, k, 0);
 		__atomic_or_fetch(&n->connected, 1u << k, __ATOMIC_RELEASE);
 		pr_info("node %d connected (%llu log bytes copied)", k, (unsigned long long)n->tail);
 	}
@@ -321,15 +331,12 @@ void *leader_main(void *arg)
 			pthread_mutex_unlock(&n->lock);
 		}
 		leader_commit_from_peers(n);
-		uint64_t words[3] = { n->view, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE), ++hb };
-		for (int k = 0; k < n->cfg.nnodes; k++) {
-			if (k == n->self || !peer_connected(n, k))
-				continue;
-			n->ops->write(n->tp, k, offsetof(struct region_ctl, lead_view), words,
-				      sizeof(words));
-			n->ops->ring(n->tp, k);
-		}
-		__atomic_store_n(&n->applied, words[1], __ATOMIC_RELAXED);
+		hb++;
+		for (int k = 0; k < n->cfg.nnodes; k++)
+			if (k != n->self && peer_connected(n, k))
+				leader_heartbeat(n, k, hb);
+		__atomic_store_n(&n->applied, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE),
+				 __ATOMIC_RELAXED);
 		n->ctl->status.log_pos = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
 		n->ctl->status.reclaim_pos = leader_reclaim_pos(n);
 		/* Ready to serve once a majority (counting us) receives entries;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "futex.h"
@@ -17,10 +18,28 @@
 #include "transport.h"
 
 struct shm_peer {
-	char *base;
+	char *base;		/* atomic: other threads may be writing through it */
 	size_t size;
 	ino_t ino;		/* the region file we mapped: a restarted peer makes a new one */
+	char *retired;		/* the mapping before a disconnection, unmapped later */
+	uint64_t retired_ns;
 };
+
+/* How long a retired mapping stays: longer than any write in flight. */
+#define RETIRE_NS (1000 * 1000000ULL)
+
+static char *peer_base(struct shm_peer *p)
+{
+	return __atomic_load_n(&p->base, __ATOMIC_ACQUIRE);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
 
 struct shm_transport {
 	struct transport t;
@@ -73,7 +92,7 @@ static int shm_connect(struct transport *t, int peer)
 	void *m;
 	int fd;
 
-	if (s->peers[peer].base)
+	if (peer_base(&s->peers[peer]))
 		return 0;
 	if (config_node_path(s->cfg, peer, REGION_FILE, path, sizeof(path)))
 		return -ENAMETOOLONG;
@@ -95,16 +114,28 @@ static int shm_connect(struct transport *t, int peer)
 		munmap(m, want);
 		return -EAGAIN;
 	}
-	s->peers[peer].base = m;
 	s->peers[peer].size = want;
 	s->peers[peer].ino = st.st_ino;
+	/* Pairs with the acquire load in peer_base(). */
+	__atomic_store_n(&s->peers[peer].base, (char *)m, __ATOMIC_RELEASE);
 	return 0;
 }
 
+/* Another thread may be in the middle of a write through the mapping:
+ * it is retired, and unmapped only once it has been retired long enough. */
 static void shm_disconnect(struct shm_peer *p)
 {
-	munmap(p->base, p->size);
-	p->base = NULL;
+	uint64_t now = mono_ns();
+
+	if (p->retired && now - p->retired_ns > RETIRE_NS) {
+		munmap(p->retired, p->size);
+		p->retired = NULL;
+	}
+	if (!p->retired) {
+		p->retired = p->base;
+		p->retired_ns = now;
+	}	/* else: two restarts within a second; the older mapping is kept for good */
+	__atomic_store_n(&p->base, NULL, __ATOMIC_RELEASE);
 }
 
 static int shm_check(struct transport *t, int peer)
@@ -114,7 +145,7 @@ static int shm_check(struct transport *t, int peer)
 	char path[PATH_MAX];
 	struct stat st;
 
-	if (!p->base)
+	if (!peer_base(p))
 		return -ENOTCONN;
 	if (config_node_path(s->cfg, peer, REGION_FILE, path, sizeof(path)) == 0 &&
 	    stat(path, &st) == 0 && st.st_ino == p->ino && owner_alive(ctl_of(p->base)))
@@ -125,37 +156,40 @@ static int shm_check(struct transport *t, int peer)
 
 static int shm_connected(struct transport *t, int peer)
 {
-	return SHM(t)->peers[peer].base != NULL;
+	return peer_base(&SHM(t)->peers[peer]) != NULL;
 }
 
 static int shm_write(struct transport *t, int peer, uint64_t off, const void *buf, size_t len)
 {
 	struct shm_peer *p = &SHM(t)->peers[peer];
+	char *base = peer_base(p);
 
-	if (!p->base)
+	if (!base)
 		return -ENOTCONN;
 	if (off > p->size || len > p->size - off)
 		return -ERANGE;
 	if (len >= 8 && !(off & 7) && !(len & 7)) {
-		memcpy(p->base + off, buf, len - 8);
+		memcpy(base + off, buf, len - 8);
 		uint64_t last;
 		memcpy(&last, (const char *)buf + len - 8, 8);
 		/* Pairs with the reader's acquire load of this word (the canary,
 		 * or a control word). */
-		__atomic_store_n((uint64_t *)(p->base + off + len - 8), last, __ATOMIC_RELEASE);
-	} else {
-		__atomic_thread_fence(__ATOMIC_RELEASE);
-		memcpy(p->base + off, buf, len);
+		__atomic_store_n((uint64_t *)(base + off + len - 8), last, __ATOMIC_RELEASE);
+	} else if (len) {
+		/* Unaligned or short: the last byte is released last instead. */
+		memcpy(base + off, buf, len - 1);
+		__atomic_store_n(base + off + len - 1, ((const char *)buf)[len - 1],
+				 __ATOMIC_RELEASE);
 	}
 	return 0;
 }
 
 static void shm_ring(struct transport *t, int peer)
 {
-	struct shm_peer *p = &SHM(t)->peers[peer];
+	char *base = peer_base(&SHM(t)->peers[peer]);
 
-	if (p->base)
-		bell_ring(&ctl_of(p->base)->bell, &ctl_of(p->base)->sleepers);
+	if (base)
+		bell_ring(&ctl_of(base)->bell, &ctl_of(base)->sleepers);
 }
 
 static int shm_poll(struct transport *t)
@@ -196,9 +230,12 @@ static void shm_close(struct transport *t)
 {
 	struct shm_transport *s = SHM(t);
 
-	for (int i = 0; i < APUS_MAX_NODES; i++)
+	for (int i = 0; i < APUS_MAX_NODES; i++) {
 		if (s->peers[i].base)
-			shm_disconnect(&s->peers[i]);
+			munmap(s->peers[i].base, s->peers[i].size);
+		if (s->peers[i].retired)
+			munmap(s->peers[i].retired, s->peers[i].size);
+	}
 	free(s);
 }
 
