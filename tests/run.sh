@@ -58,6 +58,7 @@ done
 VARIANTS=(
 	"digest.bats|APUS_TEST_COMMIT_WAIT=reply"
 	"connections.bats|APUS_TEST_COMMIT_WAIT=reply"
+	"basic.bats|APUS_TEST_FSYNC=always"
 )
 bats_files=()
 for f in tests/bats/*.bats; do

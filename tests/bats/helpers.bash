@@ -101,7 +101,7 @@ function make_conf() {
 		echo "cluster      = test$portbase"
 		echo "transport    = shm"
 		echo "log_size     = $log_size"
-		echo "fsync        = none"
+		echo "fsync        = ${APUS_TEST_FSYNC:-none}"
 		echo "heartbeat_ms = 10"
 		echo "commit_wait  = ${APUS_TEST_COMMIT_WAIT:-read}"
 		echo "app_cmd      = redis-server --port {port} --bind {address} --dir {data_dir} --unixsocket {data_dir}/redis.sock --save \"\" --appendonly no --enable-debug-command local --daemonize no${*:+ $*}"

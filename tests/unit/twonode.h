@@ -18,7 +18,9 @@ struct twonode {
 	struct node *leader, *backup;
 };
 
-static void twonode_start(struct twonode *c, const char *log_size, const char *max_entry)
+/* Starts the pair; FSYNC is the policy of both ("none", "batch", "always"). */
+static inline void twonode_start_fsync(struct twonode *c, const char *log_size, const char *max_entry,
+				const char *fsync)
 {
 	char path[128], err[512];
 	FILE *f;
@@ -32,9 +34,9 @@ static void twonode_start(struct twonode *c, const char *log_size, const char *m
 	snprintf(path, sizeof(path), "%s/c.conf", c->dir);
 	f = fopen(path, "w");
 	CHECK(f, "config");
-	fprintf(f, "cluster = unit\nlog_size = %s\nmax_entry = %s\nfsync = none\n"
+	fprintf(f, "cluster = unit\nlog_size = %s\nmax_entry = %s\nfsync = %s\n"
 		   "app_cmd = true\n[node 0]\napp_port = 1\ndata_dir = n0\n"
-		   "[node 1]\napp_port = 2\ndata_dir = n1\n", log_size, max_entry);
+		   "[node 1]\napp_port = 2\ndata_dir = n1\n", log_size, max_entry, fsync);
 	fclose(f);
 	c->backup = node_start(path, 1, err, sizeof(err));
 	CHECK(c->backup, "backup: %s", err);
@@ -45,8 +47,13 @@ static void twonode_start(struct twonode *c, const char *log_size, const char *m
 	CHECK(__atomic_load_n(&c->leader->connected, __ATOMIC_ACQUIRE) & 2, "backup never connected");
 }
 
+static inline void twonode_start(struct twonode *c, const char *log_size, const char *max_entry)
+{
+	twonode_start_fsync(c, log_size, max_entry, "none");
+}
+
 /* Waits until the backup applied everything the leader proposed. */
-static void twonode_settle(struct twonode *c)
+static inline void twonode_settle(struct twonode *c)
 {
 	for (int i = 0; i < 10000 && __atomic_load_n(&c->backup->applied, __ATOMIC_ACQUIRE) <
 					       c->leader->last_idx; i++)
@@ -56,7 +63,7 @@ static void twonode_settle(struct twonode *c)
 	      (unsigned long long)c->backup->applied, (unsigned long long)c->leader->last_idx);
 }
 
-static void twonode_cleanup(struct twonode *c)
+static inline void twonode_cleanup(struct twonode *c)
 {
 	char cmd[128];
 
@@ -66,7 +73,7 @@ static void twonode_cleanup(struct twonode *c)
 }
 
 /* Calls FN for every entry between log positions FROM and TO of N's log. */
-static void twonode_walk(struct node *n, uint64_t from, uint64_t to,
+static inline void twonode_walk(struct node *n, uint64_t from, uint64_t to,
 			 void (*fn)(struct node *, uint64_t pos, const struct entry_hdr *, void *),
 			 void *arg)
 {
