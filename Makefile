@@ -65,7 +65,7 @@ $(CLI): $(CLI_OBJ) $(LIBCORE)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBCORE)
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(LIBCORE) tests/unit/unit.h
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIBCORE) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $@ $< $(LIBCORE) -ldl

@@ -334,6 +334,10 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 		}
 		if (resolve_dir(&p, base, n->data_dir, sizeof(n->data_dir)))
 			goto out;
+		if (strcmp(c->transport, "shm") && !n->peer_port) {
+			fail(&p, "[node %d] has no peer_port (transport %s needs one)", i, c->transport);
+			goto out;
+		}
 		for (int j = 0; j < i; j++) {
 			if (!strcmp(c->nodes[j].data_dir, n->data_dir)) {
 				fail(&p, "[node %d] shares data_dir with node %d", i, j);

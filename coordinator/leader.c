@@ -324,6 +324,8 @@ void *leader_main(void *arg)
 	uint32_t all = ((1u << n->cfg.nnodes) - 1) & ~(1u << n->self);
 
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
+		/* Acks may arrive while no proposer waits (commit_wait = reply). */
+		n->ops->poll(n->tp);
 		leader_check_peers(n);
 		if ((__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) & all) != all &&
 		    pthread_mutex_trylock(&n->lock) == 0) {

@@ -58,5 +58,6 @@ struct transport {
 const struct transport_ops *transport_find(const char *name);
 
 extern const struct transport_ops transport_shm_ops;
+extern const struct transport_ops transport_tcp_ops;
 
 #endif

@@ -74,6 +74,11 @@ VARIANTS=(
 	"digest.bats|APUS_TEST_COMMIT_WAIT=reply"
 	"connections.bats|APUS_TEST_COMMIT_WAIT=reply"
 	"basic.bats|APUS_TEST_FSYNC=always"
+	"basic.bats|APUS_TEST_TRANSPORT=tcp"
+	"digest.bats|APUS_TEST_TRANSPORT=tcp"
+	"connections.bats|APUS_TEST_TRANSPORT=tcp"
+	"wraparound.bats|APUS_TEST_TRANSPORT=tcp"
+	"commit_wait.bats|APUS_TEST_TRANSPORT=tcp"
 )
 bats_files=()
 for f in tests/bats/*.bats; do

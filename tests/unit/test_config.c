@@ -69,6 +69,7 @@ int main(void)
 	expect_error(NODES "[node 1]\napp_port = x\n", 6, "not a number");
 	expect_error(NODES "[node 1]\ndata_dir = /b\n", 5, "no app_port");
 	expect_error("just words\n", 1, "expected 'key = value'");
+	expect_error("transport = tcp\n" NODES, 3, "has no peer_port");
 	expect_error("[nodes 1]\n", 1, "bad section");
 	expect_error("[node 0]\napp_port = 1\ndata_dir = /a\n", 0, "app_cmd is not set");
 	unlink(path);

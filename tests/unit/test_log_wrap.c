@@ -1,6 +1,7 @@
 /* Wrap-around: thousands of entries of random sizes through a 64 KiB log
  * (many laps).  Every entry sits at the same offset, byte for byte, in the
- * leader's log and the backup's, and the backup applies all of them. */
+ * leader's log and the backup's, and the backup applies all of them; over
+ * the shm backend and over the tcp backend (loopback). */
 #include "tests/unit/twonode.h"
 
 static int compared;
@@ -18,13 +19,14 @@ static void same_on_backup(struct node *leader, uint64_t pos, const struct entry
 	compared++;
 }
 
-int main(void)
+static void run(const char *transport)
 {
 	struct twonode c;
 	static char buf[6000];
 	uint64_t proposed = 0;
 
-	twonode_start(&c, "64K", "4K");
+	compared = 0;
+	twonode_start_with(&c, "64K", "4K", "none", transport);
 	srand(3);
 	for (size_t i = 0; i < sizeof(buf); i++)
 		buf[i] = (char)rand();
@@ -43,5 +45,11 @@ int main(void)
 	CHECK(compared == (int)proposed, "compared %d of %llu", compared, (unsigned long long)proposed);
 	twonode_settle(&c);
 	twonode_cleanup(&c);
+}
+
+int main(void)
+{
+	run("shm");
+	run("tcp");
 	return 0;
 }

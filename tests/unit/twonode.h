@@ -18,10 +18,13 @@ struct twonode {
 	struct node *leader, *backup;
 };
 
-/* Starts the pair; FSYNC is the policy of both ("none", "batch", "always"). */
-static inline void twonode_start_fsync(struct twonode *c, const char *log_size, const char *max_entry,
-				const char *fsync)
+/* Starts the pair; FSYNC is the policy of both ("none", "batch", "always"),
+ * TRANSPORT the backend ("shm", "tcp": peers on 127.0.0.1, ports from the pid). */
+static inline void twonode_start_with(struct twonode *c, const char *log_size, const char *max_entry,
+				      const char *fsync, const char *transport)
 {
+	/* Below the ephemeral range, where an outgoing connection may hold a port. */
+	int base = 20000 + (int)(getpid() % 6000) * 2;
 	char path[128], err[512];
 	FILE *f;
 
@@ -34,9 +37,10 @@ static inline void twonode_start_fsync(struct twonode *c, const char *log_size, 
 	snprintf(path, sizeof(path), "%s/c.conf", c->dir);
 	f = fopen(path, "w");
 	CHECK(f, "config");
-	fprintf(f, "cluster = unit\nlog_size = %s\nmax_entry = %s\nfsync = %s\n"
-		   "app_cmd = true\n[node 0]\napp_port = 1\ndata_dir = n0\n"
-		   "[node 1]\napp_port = 2\ndata_dir = n1\n", log_size, max_entry, fsync);
+	fprintf(f, "cluster = unit\nlog_size = %s\nmax_entry = %s\nfsync = %s\ntransport = %s\n"
+		   "app_cmd = true\n[node 0]\napp_port = 1\npeer_port = %d\ndata_dir = n0\n"
+		   "[node 1]\napp_port = 2\npeer_port = %d\ndata_dir = n1\n", log_size, max_entry,
+		fsync, transport, base, base + 1);
 	fclose(f);
 	c->backup = node_start(path, 1, err, sizeof(err));
 	CHECK(c->backup, "backup: %s", err);
@@ -47,9 +51,15 @@ static inline void twonode_start_fsync(struct twonode *c, const char *log_size, 
 	CHECK(__atomic_load_n(&c->leader->connected, __ATOMIC_ACQUIRE) & 2, "backup never connected");
 }
 
+static inline void twonode_start_fsync(struct twonode *c, const char *log_size,
+				       const char *max_entry, const char *fsync)
+{
+	twonode_start_with(c, log_size, max_entry, fsync, "shm");
+}
+
 static inline void twonode_start(struct twonode *c, const char *log_size, const char *max_entry)
 {
-	twonode_start_fsync(c, log_size, max_entry, "none");
+	twonode_start_with(c, log_size, max_entry, "none", "shm");
 }
 
 /* Waits until the backup applied everything the leader proposed. */
