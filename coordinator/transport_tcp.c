@@ -22,6 +22,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "futex.h"
@@ -50,7 +51,13 @@ struct tcp_in {		/* a peer writing into our region */
 struct tcp_out {	/* our connection for writing into a peer's region */
 	int fd;
 	pthread_mutex_t lock;
+	int failing;		/* the last attempt failed (logged once) */
+	uint64_t backoff_ns;	/* doubles while it keeps failing, up to BACKOFF_MAX_NS */
+	uint64_t next_try_ns;
 };
+
+#define BACKOFF_MIN_NS (10 * 1000000ULL)
+#define BACKOFF_MAX_NS (1000 * 1000000ULL)
 
 struct tcp_transport {
 	struct transport t;
@@ -160,6 +167,31 @@ static int send_all(int fd, struct iovec *iov, int cnt)
 	return 0;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* A failed attempt: logged once per outage, next try after a back-off. */
+static int connect_failed(struct tcp_transport *s, int peer, int err)
+{
+	struct tcp_out *o = &s->out[peer];
+	const struct node_conf *n = &s->cfg->nodes[peer];
+
+	if (!o->failing)
+		pr_warn("node %d (%s:%d) is unreachable: %s; retrying with back-off", peer,
+			n->address, n->peer_port, strerror(err));
+	o->failing = 1;
+	o->backoff_ns = o->backoff_ns ? o->backoff_ns * 2 : BACKOFF_MIN_NS;
+	if (o->backoff_ns > BACKOFF_MAX_NS)
+		o->backoff_ns = BACKOFF_MAX_NS;
+	o->next_try_ns = mono_ns() + o->backoff_ns;
+	return -EAGAIN;
+}
+
 static int tcp_connect(struct transport *t, int peer)
 {
 	struct tcp_transport *s = TCP(t);
@@ -170,32 +202,38 @@ static int tcp_connect(struct transport *t, int peer)
 
 	if (__atomic_load_n(&o->fd, __ATOMIC_ACQUIRE) >= 0)
 		return 0;
+	if (o->failing && mono_ns() < o->next_try_ns)
+		return -EAGAIN;
 	if (sockaddr_of(&s->cfg->nodes[peer], &ss, &len))
 		return -EINVAL;
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS) {
-		rc = errno == ECONNREFUSED ? -EAGAIN : -errno;
+		rc = errno;
 		close(fd);
-		return rc;
+		return connect_failed(s, peer, rc);
 	}
 	struct pollfd p = { fd, POLLOUT, 0 };
 	int err = 0;
 	socklen_t elen = sizeof(err);
 	if (poll(&p, 1, 100) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err) {
 		close(fd);
-		return -EAGAIN;
+		return connect_failed(s, peer, err ? err : ETIMEDOUT);
 	}
 	/* Writes block from now on: a slow receiver slows the writer. */
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	uint32_t hello[2] = { HELLO_MAGIC, (uint32_t)s->self };
 	struct iovec iov = { hello, sizeof(hello) };
-	if (send_all(fd, &iov, 1)) {
+	if ((rc = send_all(fd, &iov, 1))) {
 		close(fd);
-		return -EAGAIN;
+		return connect_failed(s, peer, -rc);
 	}
+	if (o->failing)
+		pr_info("node %d is reachable again", peer);
+	o->failing = 0;
+	o->backoff_ns = 0;
 	__atomic_store_n(&o->fd, fd, __ATOMIC_RELEASE);
 	return 0;
 }
