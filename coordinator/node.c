@@ -19,14 +19,6 @@
  * a 2-core machine running three replicas it mostly steals that core. */
 #define DEFAULT_SPIN_US 5
 
-uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t realtime_ms(void)
 {
 	struct timespec ts;

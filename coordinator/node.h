@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "clock.h"
 #include "config.h"
 #include "entry.h"
 #include "region.h"
@@ -76,7 +77,6 @@ void *leader_main(void *arg);
 void *backup_main(void *arg);
 void node_update_status(struct node *n);
 void node_persist(struct node *n, uint64_t pos, size_t len);
-uint64_t now_ns(void);
 
 static inline uint64_t node_log_off(const struct node *n, uint64_t pos)
 {

@@ -23,6 +23,9 @@
 #define STALL_NS (10000 * 1000000ULL)
 /* How long a replayed connection we closed waits for the server to drop its end. */
 #define LINGER_NS (10000 * 1000000ULL)
+/* How long a CLOSE waits for our server's output to reach the leader's. */
+#define CLOSE_WAIT_NS (2000 * 1000000ULL)
+#define CLOSE_IDLE_NS (50 * 1000000ULL)	/* ... while it keeps writing */
 #define SCHED_SIZE 8192
 #define NBUCKETS 4096
 
@@ -76,6 +79,8 @@ struct replay {
 
 	/* The entry in progress. */
 	uint64_t cur_idx;
+	uint64_t started_ns;
+	uint64_t seen_off, progress_ns;	/* CLOSE: our server's output progress */
 	int phase;
 	size_t sent_off;
 
@@ -358,6 +363,23 @@ static int exec_close(struct replay *r, const struct entry_hdr *e)
 	if (e->data_sz == sizeof(struct out_record)) {
 		const struct out_record *last = entry_data(e);
 		out_check_leader_final(&c->chk, last->offset, last->crc, e->idx);
+		/* The leader's client hung up only after the leader's server wrote
+		 * all this; hanging up earlier would make our server drop the rest
+		 * of a long reply.  So wait until ours wrote as much (bounded). */
+		if (!c->dead && !c->eof && c->chk.out.off < last->offset) {
+			uint64_t now = now_ns();
+
+			conn_drain(r, c);
+			if (c->chk.out.off != r->seen_off) {	/* still writing */
+				r->seen_off = c->chk.out.off;
+				r->progress_ns = now;
+			}
+			/* A shorter output that stopped growing is a divergence, not
+			 * a reply in progress: do not stall replay for it. */
+			if (c->chk.out.off < last->offset && now - r->progress_ns < CLOSE_IDLE_NS &&
+			    now - r->started_ns < CLOSE_WAIT_NS)
+				return 0;
+		}
 	}
 	if (!c->dead) {
 		if (sched_full(r))
@@ -394,6 +416,8 @@ int replay_exec(struct replay *r, const struct entry_hdr *e)
 
 	if (r->cur_idx != e->idx) {
 		r->cur_idx = e->idx;
+		r->started_ns = r->progress_ns = now_ns();
+		r->seen_off = UINT64_MAX;
 		r->phase = 0;
 		r->sent_off = 0;
 	}

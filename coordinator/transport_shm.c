@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "futex.h"
 #include "logger.h"
 #include "region.h"
@@ -31,14 +32,6 @@ struct shm_peer {
 static char *peer_base(struct shm_peer *p)
 {
 	return __atomic_load_n(&p->base, __ATOMIC_ACQUIRE);
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 struct shm_transport {
@@ -125,7 +118,7 @@ static int shm_connect(struct transport *t, int peer)
  * it is retired, and unmapped only once it has been retired long enough. */
 static void shm_disconnect(struct shm_peer *p)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = now_ns();
 
 	if (p->retired && now - p->retired_ns > RETIRE_NS) {
 		munmap(p->retired, p->size);

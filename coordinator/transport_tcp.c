@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "futex.h"
 #include "logger.h"
 #include "region.h"
@@ -167,14 +168,6 @@ static int send_all(int fd, struct iovec *iov, int cnt)
 	return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* A failed attempt: logged once per outage, next try after a back-off. */
 static int connect_failed(struct tcp_transport *s, int peer, int err)
 {
@@ -188,7 +181,7 @@ static int connect_failed(struct tcp_transport *s, int peer, int err)
 	o->backoff_ns = o->backoff_ns ? o->backoff_ns * 2 : BACKOFF_MIN_NS;
 	if (o->backoff_ns > BACKOFF_MAX_NS)
 		o->backoff_ns = BACKOFF_MAX_NS;
-	o->next_try_ns = mono_ns() + o->backoff_ns;
+	o->next_try_ns = now_ns() + o->backoff_ns;
 	return -EAGAIN;
 }
 
@@ -202,7 +195,7 @@ static int tcp_connect(struct transport *t, int peer)
 
 	if (__atomic_load_n(&o->fd, __ATOMIC_ACQUIRE) >= 0)
 		return 0;
-	if (o->failing && mono_ns() < o->next_try_ns)
+	if (o->failing && now_ns() < o->next_try_ns)
 		return -EAGAIN;
 	if (sockaddr_of(&s->cfg->nodes[peer], &ss, &len))
 		return -EINVAL;

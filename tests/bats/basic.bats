@@ -5,18 +5,7 @@
 load helpers
 
 setup_file() {
-	have redis || return 0
-	CONF=$(make_conf "$(test_dir cluster)" 17000)
-	export CONF
-	start_cluster "$CONF"
-}
-
-teardown_file() {
-	stop_cluster "${CONF:-}"
-}
-
-setup() {
-	requires redis
+	file_cluster 17000
 }
 
 @test "status: node 0 leads view 0, the others are backups" {

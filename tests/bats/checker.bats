@@ -7,18 +7,7 @@
 load helpers
 
 setup_file() {
-	have redis || return 0
-	CONF=$(make_conf "$(test_dir cluster)" 17700)
-	export CONF
-	start_cluster "$CONF"
-}
-
-teardown_file() {
-	stop_cluster "${CONF:-}"
-}
-
-setup() {
-	requires redis
+	file_cluster 17700
 }
 
 div_json() { timeout 30 "$APUS" divergence --config "$CONF" --json "$@" 3>&-; }
@@ -28,10 +17,10 @@ connections() {
 	grep -o "{\"node\":$1,[^{}]*}" <<<"$2" | grep -o '"connections":[0-9]*' | cut -d: -f2
 }
 
-# wait_connections NODE WANT - retry until NODE reports WANT diverged connections.
+# wait_connections NODE WANT - retry (30 s) until NODE reports WANT diverged connections.
 wait_connections() {
 	local j
-	for _ in $(seq 50); do
+	for _ in $(seq 150); do
 		j=$(div_json)
 		[ "$(connections "$1" "$j")" = "$2" ] && return 0
 		sleep 0.2

@@ -6,18 +6,7 @@
 load helpers
 
 setup_file() {
-	have redis || return 0
-	CONF=$(make_conf "$(test_dir cluster)" 17200)
-	export CONF
-	start_cluster "$CONF"
-}
-
-teardown_file() {
-	stop_cluster "${CONF:-}"
-}
-
-setup() {
-	requires redis
+	file_cluster 17200
 }
 
 # dbsize NODE [DB] - DBSIZE of NODE's database DB.

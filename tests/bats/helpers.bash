@@ -423,3 +423,22 @@ function resp_cmd() {
 	got=${got% }
 	[ "$got" = "$want" ] || fail "'$*': got '$got', want '$want'"
 }
+
+# file_cluster PORTBASE [LOG_SIZE] [EXTRA REDIS ARGS...] - the body of a
+# file's setup_file: one cluster (make_conf's arguments) for all its tests,
+# its config in $CONF.
+function file_cluster() {
+	have redis || return 0
+	CONF=$(make_conf "$(test_dir cluster)" "$@")
+	export CONF
+	start_cluster "$CONF"
+}
+
+# Defaults for a file with one cluster; a file defines its own to differ.
+function teardown_file() {
+	stop_cluster "${CONF:-}"
+}
+
+function setup() {
+	requires redis
+}

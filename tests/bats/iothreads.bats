@@ -5,18 +5,7 @@
 load helpers
 
 setup_file() {
-	have redis || return 0
-	CONF=$(make_conf "$(test_dir cluster)" 17300 64M --io-threads 4)
-	export CONF
-	start_cluster "$CONF"
-}
-
-teardown_file() {
-	stop_cluster "${CONF:-}"
-}
-
-setup() {
-	requires redis
+	file_cluster 17300 64M --io-threads 4
 }
 
 @test "every replica runs with 4 io threads" {

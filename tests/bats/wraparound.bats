@@ -7,18 +7,7 @@ load helpers
 REQUESTS=50000
 
 setup_file() {
-	have redis || return 0
-	CONF=$(make_conf "$(test_dir cluster)" 17500 1M)
-	export CONF
-	start_cluster "$CONF"
-}
-
-teardown_file() {
-	stop_cluster "${CONF:-}"
-}
-
-setup() {
-	requires redis
+	file_cluster 17500 1M
 }
 
 @test "200 MB through a 1 MB log: digests equal, commit counts every request" {

@@ -1,0 +1,16 @@
+/* Monotonic time in nanoseconds, for spins, back-offs and timeouts. */
+#ifndef APUS_CLOCK_H
+#define APUS_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+#endif
