@@ -15,6 +15,8 @@ BUILD ?= build
 override CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-fPIC -fvisibility=hidden -D_GNU_SOURCE -pthread
 override LDFLAGS += -pthread
+# libcrypto: peer admission (HMAC-SHA256); verbs + rdma_cm: the rdma transport.
+CORE_LIBS := -Wl,--as-needed -lcrypto -libverbs -lrdmacm -Wl,--no-as-needed
 
 ifneq ($(SANITIZE),)
 override CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
@@ -58,17 +60,17 @@ $(LIBAPUS): $(SHIM_OBJ) $(LIBCORE) preload/libapus.map
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -shared -Wl,--version-script=preload/libapus.map -Wl,-z,defs \
-		$(LDFLAGS) -o $@ $(SHIM_OBJ) $(LIBCORE) -ldl
+		$(LDFLAGS) -o $@ $(SHIM_OBJ) $(LIBCORE) $(CORE_LIBS) -ldl
 
 $(CLI): $(CLI_OBJ) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBCORE)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBCORE) $(CORE_LIBS)
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIBCORE) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $@ $< $(LIBCORE) -ldl
+	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $@ $< $(LIBCORE) $(CORE_LIBS) -ldl
 
 $(FIXTURE): tests/unit/fixture/fixture.c
 	@mkdir -p $(dir $@)
@@ -104,6 +106,6 @@ clean:
 BENCH_BIN := $(BUILD)/bench/consensus
 $(BENCH_BIN): scripts/bench/consensus.c $(LIBCORE)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $@ $< $(LIBCORE)
+	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $@ $< $(LIBCORE) $(CORE_LIBS)
 bench-bin: $(BENCH_BIN)
 .PHONY: bench-bin

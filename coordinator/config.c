@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -174,6 +175,8 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return copy_str(p, k, v, c->app_cmd, sizeof(c->app_cmd));
 	if (!strcmp(k, "app_port"))
 		return parse_int(p, k, v, 1, 65535, default_port);
+	if (!strcmp(k, "secret_file"))
+		return copy_str(p, k, v, c->secret_file, sizeof(c->secret_file));
 	return fail(p, "unknown key '%s'", k);
 }
 
@@ -187,11 +190,20 @@ static int set_node(struct parser *p, struct node_conf *n, const char *k, const 
 		return parse_int(p, k, v, 1, 65535, &n->peer_port);
 	if (!strcmp(k, "data_dir"))
 		return copy_str(p, k, v, n->data_dir, sizeof(n->data_dir));
+	if (!strcmp(k, "secret_file"))
+		return copy_str(p, k, v, n->secret_file, sizeof(n->secret_file));
+	if (!strcmp(k, "netns")) {
+		for (const char *s = v; *s; s++)
+			if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_' && *s != '.')
+				return fail(p, "netns: '%s' is not a namespace name", v);
+		return copy_str(p, k, v, n->netns, sizeof(n->netns));
+	}
 	return fail(p, "unknown key '%s' in [node %d]", k, n->id);
 }
 
-/* Relative data directories are resolved against the config file's folder. */
-static int resolve_dir(struct parser *p, const char *base, char *dir, size_t cap)
+/* Relative paths (data_dir, secret_file) are resolved against the config file's folder. */
+static int resolve_path(struct parser *p, const char *key, const char *base, char *dir,
+			size_t cap)
 {
 	char tmp[PATH_MAX];
 
@@ -199,9 +211,16 @@ static int resolve_dir(struct parser *p, const char *base, char *dir, size_t cap
 		return 0;
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/%s", base, dir) >= sizeof(tmp) ||
 	    strlen(tmp) >= cap)
-		return fail(p, "data_dir: path too long");
+		return fail(p, "%s: path too long", key);
 	strcpy(dir, tmp);
 	return 0;
+}
+
+static int numeric_address(const char *a)
+{
+	unsigned char buf[sizeof(struct in6_addr)];
+
+	return inet_pton(AF_INET, a, buf) == 1 || inet_pton(AF_INET6, a, buf) == 1;
 }
 
 static void set_defaults(struct apus_config *c)
@@ -318,6 +337,10 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 	}
 	if (c->max_entry > c->log_size / 4)
 		c->max_entry = (uint32_t)(c->log_size / 4);
+	if (!c->secret_file[0])
+		strcpy(c->secret_file, "apus.key");
+	if (resolve_path(&p, "secret_file", base, c->secret_file, sizeof(c->secret_file)))
+		goto out;
 	for (int i = 0; i < c->nnodes; i++) {
 		struct node_conf *n = &c->nodes[i];
 
@@ -332,10 +355,19 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 			fail(&p, "[node %d] has no data_dir", i);
 			goto out;
 		}
-		if (resolve_dir(&p, base, n->data_dir, sizeof(n->data_dir)))
+		if (resolve_path(&p, "data_dir", base, n->data_dir, sizeof(n->data_dir)))
+			goto out;
+		if (!n->secret_file[0])
+			strcpy(n->secret_file, c->secret_file);
+		if (resolve_path(&p, "secret_file", base, n->secret_file, sizeof(n->secret_file)))
 			goto out;
 		if (strcmp(c->transport, "shm") && !n->peer_port) {
 			fail(&p, "[node %d] has no peer_port (transport %s needs one)", i, c->transport);
+			goto out;
+		}
+		if (strcmp(c->transport, "shm") && !numeric_address(n->address)) {
+			fail(&p, "[node %d] address '%s' is not a numeric IPv4/IPv6 address (transport %s "
+				 "admits peers by address)", i, n->address, c->transport);
 			goto out;
 		}
 		for (int j = 0; j < i; j++) {

@@ -6,9 +6,12 @@
  *   commit_wait = read|reply  checker = on|off  divergence = report|unhealthy
  *   heartbeat_ms = 10         start_timeout_ms = 15000
  *   app_cmd = redis-server --port {port} ...
+ *   secret_file = apus.key    (tcp/rdma peer admission, see admission.h)
  *   [node N]  address = A   app_port = P   peer_port = Q   data_dir = D
+ *             netns = NAME  (run the node's server in that network namespace)
+ *             secret_file = F (this node's copy of the key, if elsewhere)
  *
- * Relative data_dir paths are taken from the config file's directory. */
+ * Relative paths are taken from the config file's directory. */
 #ifndef APUS_CONFIG_H
 #define APUS_CONFIG_H
 
@@ -36,6 +39,8 @@ struct node_conf {
 	int app_port;
 	int peer_port;
 	char data_dir[PATH_MAX];
+	char secret_file[PATH_MAX];	/* absolute; the global one unless set */
+	char netns[64];			/* empty: the caller's namespace */
 };
 
 struct apus_config {
@@ -52,6 +57,7 @@ struct apus_config {
 	int heartbeat_ms;
 	int start_timeout_ms;
 	char app_cmd[4096];
+	char secret_file[PATH_MAX];	/* absolute after loading */
 	int nnodes;
 	struct node_conf nodes[APUS_MAX_NODES];	/* nodes[i].id == i */
 };

@@ -7,7 +7,14 @@
  * thread at a time while the others sleep on the doorbell.  A slow
  * receiver slows the writer (blocking sends); nothing is dropped.
  *
- * Not yet here (issue 3): peer admission with a shared secret, fencing. */
+ * Admission (admission.h): before any frame is applied, the connecting
+ * peer must come from the configured address of the node it claims to be
+ * and both sides prove the cluster secret:
+ *   C -> A  hello     {magic, version, from, to, nonce_c}
+ *   A -> C  challenge {nonce_a, HMAC(key, "apus-tcp-accept", from, to, nonce_c, nonce_a)}
+ *   C -> A  proof     {HMAC(key, "apus-tcp-connect", from, to, nonce_a, nonce_c)}
+ *   A -> C  welcome   {magic}
+ * then frames.  A fenced peer's connections are closed and refused. */
 #define LOG_PREFIX "tcp: "
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,6 +23,8 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -25,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admission.h"
 #include "clock.h"
 #include "futex.h"
 #include "logger.h"
@@ -32,7 +42,25 @@
 #include "transport.h"
 
 #define HELLO_MAGIC 0x41505553u	/* "APUS" */
+#define HELLO_VERSION 1
 #define MAX_IN 16
+#define HANDSHAKE_NS (2000 * 1000000ULL)	/* an unfinished handshake is dropped */
+#define CHALLENGE_TIMEOUT_MS 1000
+#define REFUSED_BURST 20	/* refusals logged at once before one a second */
+
+struct hello {
+	uint32_t magic;
+	uint16_t version;
+	uint8_t from, to;
+	uint8_t nonce[ADMIT_NONCE_LEN];
+};
+
+struct challenge {
+	uint8_t nonce[ADMIT_NONCE_LEN];
+	uint8_t mac[ADMIT_MAC_LEN];
+};
+
+enum in_state { IN_HELLO, IN_PROOF, IN_FRAMES };
 
 struct frame {
 	uint64_t off;
@@ -42,10 +70,17 @@ struct frame {
 
 struct tcp_in {		/* a peer writing into our region */
 	int fd;
-	int peer;	/* -1 until its hello arrived */
-	size_t got;	/* bytes of the current header + payload received */
-	struct frame hdr;
-	uint32_t hello[2];
+	int state;	/* enum in_state */
+	int peer;	/* -1 until admitted */
+	size_t got;	/* bytes of the current message received */
+	uint64_t since_ns;	/* when it connected */
+	struct sockaddr_storage addr;
+	union {
+		struct hello hello;
+		uint8_t proof[ADMIT_MAC_LEN];
+		struct frame hdr;
+	} u;
+	uint8_t nonce_c[ADMIT_NONCE_LEN], nonce_a[ADMIT_NONCE_LEN];
 	uint64_t last;	/* the frame's last word, stored last */
 };
 
@@ -68,6 +103,11 @@ struct tcp_transport {
 	size_t size;
 	int lfd, epfd, evfd;
 	pthread_mutex_t rx;	/* one receiver at a time */
+	struct admit_key key;
+	uint32_t fenced;	/* bit per peer whose writes we refuse */
+	uint64_t refused_log_ns;	/* refusal log budget: a burst, then one a second */
+	unsigned refused_tokens;
+	unsigned refused_quiet;	/* refusals not logged since */
 	struct tcp_in in[MAX_IN];
 	struct tcp_out out[APUS_MAX_NODES];
 };
@@ -110,7 +150,15 @@ static int tcp_open(const struct apus_config *cfg, int self, void *region, size_
 
 	if (!s)
 		return -ENOMEM;
+	char kerr[PATH_MAX + 128];
+	if ((err = admit_key_load(cfg->nodes[self].secret_file, &s->key, kerr, sizeof(kerr)))) {
+		pr_err("%s", kerr);
+		free(s);
+		return err;
+	}
 	s->t.ops = &transport_tcp_ops;
+	s->refused_tokens = REFUSED_BURST;
+	s->refused_log_ns = now_ns();
 	s->cfg = cfg;
 	s->self = self;
 	s->local = region;
@@ -149,7 +197,9 @@ static int tcp_open(const struct apus_config *cfg, int self, void *region, size_
 static int send_all(int fd, struct iovec *iov, int cnt)
 {
 	while (cnt) {
-		ssize_t n = writev(fd, iov, cnt);
+		/* MSG_NOSIGNAL: a peer that hung up must not SIGPIPE the server. */
+		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
+		ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -169,14 +219,14 @@ static int send_all(int fd, struct iovec *iov, int cnt)
 }
 
 /* A failed attempt: logged once per outage, next try after a back-off. */
-static int connect_failed(struct tcp_transport *s, int peer, int err)
+static int connect_failed(struct tcp_transport *s, int peer, const char *why)
 {
 	struct tcp_out *o = &s->out[peer];
 	const struct node_conf *n = &s->cfg->nodes[peer];
 
 	if (!o->failing)
 		pr_warn("node %d (%s:%d) is unreachable: %s; retrying with back-off", peer,
-			n->address, n->peer_port, strerror(err));
+			n->address, n->peer_port, why);
 	o->failing = 1;
 	o->backoff_ns = o->backoff_ns ? o->backoff_ns * 2 : BACKOFF_MIN_NS;
 	if (o->backoff_ns > BACKOFF_MAX_NS)
@@ -185,43 +235,105 @@ static int connect_failed(struct tcp_transport *s, int peer, int err)
 	return -EAGAIN;
 }
 
+/* Receives exactly LEN bytes within TIMEOUT_MS: 0, or -errno. */
+static int recv_timed(int fd, void *buf, size_t len, int timeout_ms)
+{
+	uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	size_t got = 0;
+
+	while (got < len) {
+		uint64_t now = now_ns();
+		struct pollfd p = { fd, POLLIN, 0 };
+
+		if (now >= end)
+			return -ETIMEDOUT;
+		if (poll(&p, 1, (int)((end - now) / 1000000ULL) + 1) < 0 && errno != EINTR)
+			return -errno;
+		ssize_t n = recv(fd, (char *)buf + got, len - got, MSG_DONTWAIT);
+		if (n == 0)
+			return -ECONNREFUSED;	/* it hung up: it refused us */
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		if (n > 0)
+			got += (size_t)n;
+	}
+	return 0;
+}
+
+/* Our side of the admission handshake on a connected socket. */
+static const char *prove(struct tcp_transport *s, int fd, int peer)
+{
+	struct hello h = { HELLO_MAGIC, HELLO_VERSION, (uint8_t)s->self, (uint8_t)peer, { 0 } };
+	struct challenge ch;
+	uint8_t proof[ADMIT_MAC_LEN];
+	uint32_t welcome;
+	struct iovec iov = { &h, sizeof(h) };
+
+	if (admit_nonce(h.nonce))
+		return "no random numbers";
+	if (send_all(fd, &iov, 1))
+		return "connection lost during the handshake";
+	if (recv_timed(fd, &ch, sizeof(ch), CHALLENGE_TIMEOUT_MS))
+		return "it refused us (check its log: address or cluster secret)";
+	if (admit_verify(&s->key, "apus-tcp-accept", (uint32_t)s->self, (uint32_t)peer, h.nonce,
+			 sizeof(h.nonce), ch.nonce, sizeof(ch.nonce), ch.mac))
+		return "it does not know our cluster secret";
+	admit_mac(&s->key, "apus-tcp-connect", (uint32_t)s->self, (uint32_t)peer, ch.nonce,
+		  sizeof(ch.nonce), h.nonce, sizeof(h.nonce), proof);
+	iov = (struct iovec){ proof, sizeof(proof) };
+	if (send_all(fd, &iov, 1))
+		return "connection lost during the handshake";
+	if (recv_timed(fd, &welcome, sizeof(welcome), CHALLENGE_TIMEOUT_MS) ||
+	    welcome != HELLO_MAGIC)
+		return "it refused our proof (different cluster secret?)";
+	return NULL;
+}
+
 static int tcp_connect(struct transport *t, int peer)
 {
 	struct tcp_transport *s = TCP(t);
 	struct tcp_out *o = &s->out[peer];
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int fd, one = 1, rc;
+	struct sockaddr_storage ss, me;
+	socklen_t len, melen;
+	const char *why;
+	int fd, one = 1;
 
 	if (__atomic_load_n(&o->fd, __ATOMIC_ACQUIRE) >= 0)
 		return 0;
 	if (o->failing && now_ns() < o->next_try_ns)
 		return -EAGAIN;
-	if (sockaddr_of(&s->cfg->nodes[peer], &ss, &len))
+	if (sockaddr_of(&s->cfg->nodes[peer], &ss, &len) ||
+	    sockaddr_of(&s->cfg->nodes[s->self], &me, &melen))
 		return -EINVAL;
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
+	/* From our configured address: peers admit us by it. */
+	if (me.ss_family == ss.ss_family) {
+		((struct sockaddr_in *)&me)->sin_port = 0;	/* same offset in sockaddr_in6 */
+		setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+		if (bind(fd, (struct sockaddr *)&me, melen) < 0)
+			pr_debug("cannot bind to %s: %s", s->cfg->nodes[s->self].address,
+				 strerror(errno));
+	}
 	if (connect(fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS) {
-		rc = errno;
+		why = strerror(errno);
 		close(fd);
-		return connect_failed(s, peer, rc);
+		return connect_failed(s, peer, why);
 	}
 	struct pollfd p = { fd, POLLOUT, 0 };
 	int err = 0;
 	socklen_t elen = sizeof(err);
 	if (poll(&p, 1, 100) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err) {
 		close(fd);
-		return connect_failed(s, peer, err ? err : ETIMEDOUT);
+		return connect_failed(s, peer, strerror(err ? err : ETIMEDOUT));
 	}
 	/* Writes block from now on: a slow receiver slows the writer. */
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	uint32_t hello[2] = { HELLO_MAGIC, (uint32_t)s->self };
-	struct iovec iov = { hello, sizeof(hello) };
-	if ((rc = send_all(fd, &iov, 1))) {
+	if ((why = prove(s, fd, peer))) {
 		close(fd);
-		return connect_failed(s, peer, -rc);
+		return connect_failed(s, peer, why);
 	}
 	if (o->failing)
 		pr_info("node %d is reachable again", peer);
@@ -280,10 +392,63 @@ static void in_close(struct tcp_transport *s, struct tcp_in *in)
 	in->fd = -1;
 }
 
+/* Drops a connection that failed admission; says why (rate-limited: an
+ * attacker must not be able to flood the log). */
+static void refuse(struct tcp_transport *s, struct tcp_in *in, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void refuse(struct tcp_transport *s, struct tcp_in *in, const char *fmt, ...)
+{
+	char why[160], from[INET6_ADDRSTRLEN + 8];
+	uint64_t now = now_ns();
+	va_list ap;
+
+	uint64_t refill = (now - s->refused_log_ns) / 1000000000ULL;
+
+	if (refill) {
+		s->refused_tokens = refill + s->refused_tokens > REFUSED_BURST ? REFUSED_BURST
+				    : s->refused_tokens + (unsigned)refill;
+		s->refused_log_ns = now;
+	}
+	if (s->refused_tokens) {
+		s->refused_tokens--;
+		va_start(ap, fmt);
+		vsnprintf(why, sizeof(why), fmt, ap);
+		va_end(ap);
+		if (s->refused_quiet)
+			pr_warn("refused a peer connection from %s: %s (and %u more since the last)",
+				admit_addr_str((struct sockaddr *)&in->addr, from, sizeof(from)), why,
+				s->refused_quiet);
+		else
+			pr_warn("refused a peer connection from %s: %s",
+				admit_addr_str((struct sockaddr *)&in->addr, from, sizeof(from)), why);
+		s->refused_quiet = 0;
+	} else {
+		s->refused_quiet++;
+	}
+	in_close(s, in);
+}
+
+static int is_fenced(struct tcp_transport *s, int peer)
+{
+	return (__atomic_load_n(&s->fenced, __ATOMIC_ACQUIRE) >> peer) & 1;
+}
+
 static void accept_peers(struct tcp_transport *s)
 {
+	uint64_t now = now_ns();
+
+	/* Unfinished handshakes do not hold a slot for long. */
+	for (int i = 0; i < MAX_IN; i++)
+		if (s->in[i].fd >= 0 && s->in[i].state != IN_FRAMES &&
+		    now - s->in[i].since_ns > HANDSHAKE_NS)
+			refuse(s, &s->in[i], "no admission within %llu ms",
+			       (unsigned long long)(HANDSHAKE_NS / 1000000));
 	for (;;) {
-		int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), i;
+		struct sockaddr_storage addr;
+		socklen_t alen = sizeof(addr);
+		int fd = accept4(s->lfd, (struct sockaddr *)&addr, &alen,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC), i;
 
 		if (fd < 0)
 			return;
@@ -293,10 +458,83 @@ static void accept_peers(struct tcp_transport *s)
 			close(fd);
 			continue;
 		}
-		s->in[i] = (struct tcp_in){ .fd = fd, .peer = -1 };
+		s->in[i] = (struct tcp_in){ .fd = fd, .state = IN_HELLO, .peer = -1,
+					    .since_ns = now, .addr = addr };
 		struct epoll_event ev = { .events = EPOLLIN, .data.fd = i };
 		epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
 	}
+}
+
+/* A whole hello arrived: is it a configured peer at its address?  Then
+ * challenge it.  Returns 0 to go on, -1 if the connection was dropped. */
+static int in_hello(struct tcp_transport *s, struct tcp_in *in)
+{
+	const struct hello *h = &in->u.hello;
+	struct challenge ch;
+
+	if (h->magic != HELLO_MAGIC || h->version != HELLO_VERSION) {
+		refuse(s, in, "not an apus peer (bad hello)");
+		return -1;
+	}
+	if (h->from >= s->cfg->nnodes || h->from == s->self || h->to != s->self) {
+		refuse(s, in, "claims to be node %u writing to node %u; we are node %d of %d",
+		       h->from, h->to, s->self, s->cfg->nnodes);
+		return -1;
+	}
+	if (!admit_address_ok(s->cfg, h->from, (struct sockaddr *)&in->addr)) {
+		refuse(s, in, "not node %u's address (%s)", h->from,
+		       s->cfg->nodes[h->from].address);
+		return -1;
+	}
+	if (is_fenced(s, h->from)) {
+		refuse(s, in, "node %u is fenced", h->from);
+		return -1;
+	}
+	memcpy(in->nonce_c, h->nonce, sizeof(in->nonce_c));
+	in->peer = -1 - h->from;	/* claimed, not yet proven */
+	if (admit_nonce(ch.nonce)) {
+		refuse(s, in, "no random numbers");
+		return -1;
+	}
+	memcpy(in->nonce_a, ch.nonce, sizeof(in->nonce_a));
+	admit_mac(&s->key, "apus-tcp-accept", h->from, (uint32_t)s->self, in->nonce_c,
+		  sizeof(in->nonce_c), ch.nonce, sizeof(ch.nonce), ch.mac);
+	/* The socket's buffer is empty: a short send means it is broken. */
+	if (send(in->fd, &ch, sizeof(ch), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(ch)) {
+		refuse(s, in, "hung up during the handshake");
+		return -1;
+	}
+	in->state = IN_PROOF;
+	return 0;
+}
+
+/* A whole proof arrived: admit the peer if it knows the secret. */
+static int in_proof(struct tcp_transport *s, struct tcp_in *in)
+{
+	int peer = -1 - in->peer;
+	uint32_t welcome = HELLO_MAGIC;
+	char from[INET6_ADDRSTRLEN + 8];
+
+	if (admit_verify(&s->key, "apus-tcp-connect", (uint32_t)peer, (uint32_t)s->self,
+			 in->nonce_a, sizeof(in->nonce_a), in->nonce_c, sizeof(in->nonce_c),
+			 in->u.proof)) {
+		refuse(s, in, "claims to be node %d but does not know the cluster secret", peer);
+		return -1;
+	}
+	if (send(in->fd, &welcome, sizeof(welcome), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+	    (ssize_t)sizeof(welcome)) {
+		refuse(s, in, "hung up during the handshake");
+		return -1;
+	}
+	/* One connection per writer: an older one from the same peer is stale. */
+	for (int i = 0; i < MAX_IN; i++)
+		if (&s->in[i] != in && s->in[i].fd >= 0 && s->in[i].peer == peer)
+			in_close(s, &s->in[i]);
+	pr_debug("node %d admitted from %s", peer,
+		 admit_addr_str((struct sockaddr *)&in->addr, from, sizeof(from)));
+	in->peer = peer;
+	in->state = IN_FRAMES;
+	return 0;
 }
 
 /* Receives what IN sent; applies whole frames.  Returns frames applied. */
@@ -308,17 +546,20 @@ static int in_receive(struct tcp_transport *s, struct tcp_in *in)
 		char *dst;
 		size_t want;
 
-		if (in->peer < 0) {
-			dst = (char *)in->hello + in->got;
-			want = sizeof(in->hello) - in->got;
-		} else if (in->got < sizeof(in->hdr)) {
-			dst = (char *)&in->hdr + in->got;
-			want = sizeof(in->hdr) - in->got;
+		if (in->state == IN_HELLO) {
+			dst = (char *)&in->u.hello + in->got;
+			want = sizeof(in->u.hello) - in->got;
+		} else if (in->state == IN_PROOF) {
+			dst = (char *)in->u.proof + in->got;
+			want = sizeof(in->u.proof) - in->got;
+		} else if (in->got < sizeof(in->u.hdr)) {
+			dst = (char *)&in->u.hdr + in->got;
+			want = sizeof(in->u.hdr) - in->got;
 		} else {
-			size_t body = in->got - sizeof(in->hdr);
-			size_t len = in->hdr.len, head = len >= 8 ? len - 8 : 0;
+			size_t body = in->got - sizeof(in->u.hdr);
+			size_t len = in->u.hdr.len, head = len >= 8 ? len - 8 : 0;
 			/* Payload straight into the region; its last word apart. */
-			dst = body < head ? s->local + in->hdr.off + body
+			dst = body < head ? s->local + in->u.hdr.off + body
 					  : (char *)&in->last + (body - head);
 			want = body < head ? head - body : len - body;
 		}
@@ -326,37 +567,48 @@ static int in_receive(struct tcp_transport *s, struct tcp_in *in)
 		if (want && n <= 0) {
 			if (n < 0 && (errno == EAGAIN || errno == EINTR))
 				return applied;
-			in_close(s, in);	/* the writer went away */
+			if (in->state != IN_FRAMES)
+				refuse(s, in, "hung up during admission (a different cluster secret?)");
+			else
+				in_close(s, in);	/* the writer went away */
 			return applied;
 		}
 		in->got += (size_t)n;
-		if (in->peer < 0) {
-			if (in->got < sizeof(in->hello))
+		if (in->state == IN_HELLO) {
+			if (in->got < sizeof(in->u.hello))
 				continue;
-			if (in->hello[0] != HELLO_MAGIC || in->hello[1] >= (uint32_t)s->cfg->nnodes) {
-				pr_warn("refused a peer connection with a bad hello");
-				in_close(s, in);
-				return applied;
-			}
-			in->peer = (int)in->hello[1];
 			in->got = 0;
+			if (in_hello(s, in))
+				return applied;
 			continue;
 		}
-		if (in->got == sizeof(in->hdr) &&
-		    (in->hdr.off > s->size || in->hdr.len > s->size - in->hdr.off)) {
+		if (in->state == IN_PROOF) {
+			if (in->got < sizeof(in->u.proof))
+				continue;
+			in->got = 0;
+			if (in_proof(s, in))
+				return applied;
+			continue;
+		}
+		if (in->got == sizeof(in->u.hdr) &&
+		    (in->u.hdr.off > s->size || in->u.hdr.len > s->size - in->u.hdr.off)) {
 			pr_err("node %d wrote outside our region; dropping it", in->peer);
 			in_close(s, in);
 			return applied;
 		}
-		if (in->got < sizeof(in->hdr) + in->hdr.len)
+		if (in->got < sizeof(in->u.hdr) + in->u.hdr.len)
 			continue;
+		if (is_fenced(s, in->peer)) {
+			in_close(s, in);
+			return applied;
+		}
 		/* Whole frame: the last word (or the short write) lands last. */
-		char *at = s->local + in->hdr.off;
-		if (in->hdr.len >= 8)
-			__atomic_store_n((uint64_t *)(void *)(at + in->hdr.len - 8), in->last,
+		char *at = s->local + in->u.hdr.off;
+		if (in->u.hdr.len >= 8)
+			__atomic_store_n((uint64_t *)(void *)(at + in->u.hdr.len - 8), in->last,
 					 __ATOMIC_RELEASE);
-		else if (in->hdr.len)
-			memcpy(at, &in->last, in->hdr.len);
+		else if (in->u.hdr.len)
+			memcpy(at, &in->last, in->u.hdr.len);
 		in->got = 0;
 		applied++;
 	}
@@ -435,10 +687,24 @@ static int tcp_check(struct transport *t, int peer)
 	return -ECONNRESET;
 }
 
+/* Closes PEER's connections into our region and refuses new ones.  Once
+ * this returns, nothing more from PEER lands: frames are applied only under
+ * the rx lock, after checking the fenced bit. */
 static int tcp_fence(struct transport *t, int peer)
 {
-	(void)t, (void)peer;
-	return -ENOTSUP;	/* comes with leader election (issue 4) */
+	struct tcp_transport *s = TCP(t);
+
+	if (peer < 0 || peer >= s->cfg->nnodes || peer == s->self)
+		return -EINVAL;
+	__atomic_or_fetch(&s->fenced, 1u << peer, __ATOMIC_SEQ_CST);
+	tcp_wake(t);	/* shortens a receiver's epoll wait */
+	pthread_mutex_lock(&s->rx);
+	for (int i = 0; i < MAX_IN; i++)
+		if (s->in[i].fd >= 0 && (s->in[i].peer == peer || s->in[i].peer == -1 - peer))
+			in_close(s, &s->in[i]);
+	pthread_mutex_unlock(&s->rx);
+	pr_info("node %d fenced: its writes are refused", peer);
+	return 0;
 }
 
 static void tcp_close(struct transport *t)

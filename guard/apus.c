@@ -120,6 +120,12 @@ int cli_node_is_local(const struct apus_config *cfg, int node)
 	struct ifaddrs *ifs, *i;
 	int local = 0;
 
+	/* A node in a named network namespace of this host. */
+	if (cfg->nodes[node].netns[0]) {
+		char path[128];
+		snprintf(path, sizeof(path), "/var/run/netns/%s", cfg->nodes[node].netns);
+		return access(path, F_OK) == 0;
+	}
 	if (inet_pton(AF_INET, addr, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127)
 		return 1;
 	if (inet_pton(AF_INET6, addr, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6))

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../coordinator/admission.h"
 #include "cli.h"
 
 static const char usage[] =
@@ -27,6 +29,9 @@ static const char usage[] =
 	"  -h, --help          this text\n"
 	"\n"
 	"Each node writes <data_dir>/apus.pid and logs to <data_dir>/apus.log.\n"
+	"A node with netns = NAME runs in that network namespace (ip netns).\n"
+	"With transport tcp or rdma, a missing secret_file (the cluster key)\n"
+	"is generated, mode 0600; copy it to every replica's host.\n"
 	"libapus.so is taken from $APUS_LIB, else from beside this program.\n";
 
 /* libapus.so: $APUS_LIB, or ../lib/libapus.so or ../lib/apus/libapus.so
@@ -128,6 +133,41 @@ static int split_words(char *cmd, char **argv, int max)
 	return argc;
 }
 
+/* Enters the network namespace NAME (as ip netns exec does). */
+static int enter_netns(const char *name)
+{
+	char path[128];
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "/var/run/netns/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = setns(fd, CLONE_NEWNET);
+	close(fd);
+	return rc;
+}
+
+/* The cluster key a network transport admits peers with: generated here
+ * when missing, so a fresh cluster needs no extra step. */
+static int ensure_key(const struct apus_config *cfg, int node)
+{
+	const char *path = cfg->nodes[node].secret_file;
+	int rc;
+
+	if (!strcmp(cfg->transport, "shm"))
+		return 0;
+	rc = admit_key_generate(path);
+	if (rc < 0) {
+		cli_error("cannot create the cluster key %s: %s", path, strerror(-rc));
+		return -1;
+	}
+	if (rc == 1)
+		printf("generated the cluster key %s (mode 0600); every replica needs a copy\n",
+		       path);
+	return 0;
+}
+
 /* Forks the node's server; returns its pid or -1. */
 static pid_t spawn(const struct apus_config *cfg, int node, const char *lib)
 {
@@ -166,6 +206,11 @@ static pid_t spawn(const struct apus_config *cfg, int node, const char *lib)
 		}
 		if (null >= 0)
 			dup2(null, 0);
+		if (cfg->nodes[node].netns[0] && enter_netns(cfg->nodes[node].netns) < 0) {
+			fprintf(stderr, "apus: cannot enter network namespace %s: %s\n",
+				cfg->nodes[node].netns, strerror(errno));
+			_exit(127);
+		}
 		if (chdir(cfg->nodes[node].data_dir) < 0)
 			_exit(127);
 		setenv("LD_PRELOAD", preload, 1);
@@ -214,6 +259,8 @@ int cmd_start(int argc, char **argv)
 				  i, strerror(errno));
 			goto fail;
 		}
+		if (ensure_key(&c.cfg, i))
+			goto fail;
 		pids[i] = spawn(&c.cfg, i, lib);
 		if (pids[i] < 0)
 			goto fail;

@@ -57,6 +57,15 @@ int main(void)
 		      !strcmp(cmd, "redis-server --port 7002 --dir /tmp/n1"),
 	      "expanded '%s'", cmd);
 	CHECK(config_quorum(&c) == 2, "quorum of 2");
+	/* The cluster key: beside the config by default, per node if set. */
+	CHECK(strstr(c.secret_file, "/apus.key") && c.secret_file[0] == '/', "%s", c.secret_file);
+	CHECK(!strcmp(c.nodes[1].secret_file, c.secret_file), "node key defaults to the cluster's");
+	CHECK(load("transport = tcp\nsecret_file = /etc/k\napp_cmd = x\n[node 0]\naddress = 10.1.0.1\n"
+		   "app_port = 1\npeer_port = 2\ndata_dir = /a\nnetns = ns-0\n"
+		   "[node 1]\naddress = 10.1.0.2\napp_port = 1\npeer_port = 2\ndata_dir = /b\n"
+		   "secret_file = k1\n", &c, err, sizeof(err)) == 0, "%s", err);
+	CHECK(!strcmp(c.nodes[0].secret_file, "/etc/k") && !strcmp(c.nodes[0].netns, "ns-0") &&
+	      !c.nodes[1].netns[0] && strstr(c.nodes[1].secret_file, "/k1"), "secret_file, netns");
 
 	expect_error("foo = 1\n" NODES, 1, "unknown key 'foo'");
 	expect_error("log_size = lots\n" NODES, 1, "not a size");
@@ -71,6 +80,9 @@ int main(void)
 	expect_error("just words\n", 1, "expected 'key = value'");
 	expect_error("transport = tcp\n" NODES, 3, "has no peer_port");
 	expect_error("[nodes 1]\n", 1, "bad section");
+	expect_error("transport = tcp\napp_cmd = x\n[node 0]\naddress = db1\napp_port = 1\n"
+		     "peer_port = 2\ndata_dir = /a\n", 3, "not a numeric IPv4/IPv6 address");
+	expect_error(NODES "netns = a/b\n", 5, "not a namespace name");
 	expect_error("[node 0]\napp_port = 1\ndata_dir = /a\n", 0, "app_cmd is not set");
 	unlink(path);
 	CHECK(config_load(path, &c, err, sizeof(err)) == -1 && strstr(err, "cannot open"), "%s", err);

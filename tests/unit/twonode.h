@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "coordinator/admission.h"
 #include "coordinator/node.h"
 #include "tests/unit/unit.h"
 
@@ -19,7 +20,8 @@ struct twonode {
 };
 
 /* Starts the pair; FSYNC is the policy of both ("none", "batch", "always"),
- * TRANSPORT the backend ("shm", "tcp": peers on 127.0.0.1, ports from the pid). */
+ * TRANSPORT the backend ("shm", "tcp", "rdma": peers on 127.0.0.1, ports from
+ * the pid; a fresh cluster key in the directory). */
 static inline void twonode_start_with(struct twonode *c, const char *log_size, const char *max_entry,
 				      const char *fsync, const char *transport)
 {
@@ -42,6 +44,10 @@ static inline void twonode_start_with(struct twonode *c, const char *log_size, c
 		   "[node 1]\napp_port = 2\npeer_port = %d\ndata_dir = n1\n", log_size, max_entry,
 		fsync, transport, base, base + 1);
 	fclose(f);
+	/* The cluster key beside the config (the default secret_file). */
+	snprintf(path, sizeof(path), "%s/apus.key", c->dir);
+	CHECK(admit_key_generate(path) == 1, "key file");
+	snprintf(path, sizeof(path), "%s/c.conf", c->dir);
 	c->backup = node_start(path, 1, err, sizeof(err));
 	CHECK(c->backup, "backup: %s", err);
 	c->leader = node_start(path, 0, err, sizeof(err));
