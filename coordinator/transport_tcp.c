@@ -87,7 +87,8 @@ struct tcp_in {		/* a peer writing into our region */
 struct tcp_out {	/* our connection for writing into a peer's region */
 	int fd;
 	pthread_mutex_t lock;
-	int failing;		/* the last attempt failed (logged once) */
+	int failing;		/* the last attempt failed (logged once per reason) */
+	char why[96];		/* why it failed */
 	uint64_t backoff_ns;	/* doubles while it keeps failing, up to BACKOFF_MAX_NS */
 	uint64_t next_try_ns;
 };
@@ -224,9 +225,10 @@ static int connect_failed(struct tcp_transport *s, int peer, const char *why)
 	struct tcp_out *o = &s->out[peer];
 	const struct node_conf *n = &s->cfg->nodes[peer];
 
-	if (!o->failing)
+	if (!o->failing || strcmp(o->why, why))
 		pr_warn("node %d (%s:%d) is unreachable: %s; retrying with back-off", peer,
 			n->address, n->peer_port, why);
+	snprintf(o->why, sizeof(o->why), "%s", why);
 	o->failing = 1;
 	o->backoff_ns = o->backoff_ns ? o->backoff_ns * 2 : BACKOFF_MIN_NS;
 	if (o->backoff_ns > BACKOFF_MAX_NS)
@@ -235,20 +237,28 @@ static int connect_failed(struct tcp_transport *s, int peer, const char *why)
 	return -EAGAIN;
 }
 
-/* Receives exactly LEN bytes within TIMEOUT_MS: 0, or -errno. */
-static int recv_timed(int fd, void *buf, size_t len, int timeout_ms)
+static int tcp_poll(struct transport *t);
+
+/* Receives exactly LEN bytes within TIMEOUT_MS: 0, or -errno.  Keeps our
+ * own receiving going meanwhile: the peer may be waiting, in its connect,
+ * for our answer to its own handshake. */
+static int recv_timed(struct tcp_transport *s, int fd, void *buf, size_t len, int timeout_ms)
 {
 	uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000ULL;
 	size_t got = 0;
 
 	while (got < len) {
 		uint64_t now = now_ns();
-		struct pollfd p = { fd, POLLIN, 0 };
+		struct pollfd p[2] = { { fd, POLLIN, 0 }, { s->epfd, POLLIN, 0 } };
 
 		if (now >= end)
 			return -ETIMEDOUT;
-		if (poll(&p, 1, (int)((end - now) / 1000000ULL) + 1) < 0 && errno != EINTR)
+		if (poll(p, 2, (int)((end - now) / 1000000ULL) + 1) < 0 && errno != EINTR)
 			return -errno;
+		if (p[1].revents)
+			tcp_poll(&s->t);
+		if (!p[0].revents)
+			continue;
 		ssize_t n = recv(fd, (char *)buf + got, len - got, MSG_DONTWAIT);
 		if (n == 0)
 			return -ECONNREFUSED;	/* it hung up: it refused us */
@@ -273,7 +283,7 @@ static const char *prove(struct tcp_transport *s, int fd, int peer)
 		return "no random numbers";
 	if (send_all(fd, &iov, 1))
 		return "connection lost during the handshake";
-	if (recv_timed(fd, &ch, sizeof(ch), CHALLENGE_TIMEOUT_MS))
+	if (recv_timed(s, fd, &ch, sizeof(ch), CHALLENGE_TIMEOUT_MS))
 		return "it refused us (check its log: address or cluster secret)";
 	if (admit_verify(&s->key, "apus-tcp-accept", (uint32_t)s->self, (uint32_t)peer, h.nonce,
 			 sizeof(h.nonce), ch.nonce, sizeof(ch.nonce), ch.mac))
@@ -283,7 +293,7 @@ static const char *prove(struct tcp_transport *s, int fd, int peer)
 	iov = (struct iovec){ proof, sizeof(proof) };
 	if (send_all(fd, &iov, 1))
 		return "connection lost during the handshake";
-	if (recv_timed(fd, &welcome, sizeof(welcome), CHALLENGE_TIMEOUT_MS) ||
+	if (recv_timed(s, fd, &welcome, sizeof(welcome), CHALLENGE_TIMEOUT_MS) ||
 	    welcome != HELLO_MAGIC)
 		return "it refused our proof (different cluster secret?)";
 	return NULL;

@@ -20,7 +20,7 @@ setup_file() {
 		else
 			assert_eq "$role" backup "role of node $n"
 		fi
-		assert_eq "$(status_node "$j" "$n" app_addr)" "127.0.0.1:$(app_port "$n")" "app_addr of node $n"
+		assert_eq "$(status_node "$j" "$n" app_addr)" "$(node_host "$n"):$(app_port "$n")" "app_addr of node $n"
 		pid=$(redis_pid "$n")
 		[ -n "$pid" ] || fail "node $n: no pid in $(data_dir "$n")/apus.pid"
 		kill -0 "$pid" || fail "node $n: redis pid $pid is not running"
@@ -31,11 +31,11 @@ setup_file() {
 @test "SET and GET through the leader reach every replica" {
 	local port
 	port=$(leader_port)
-	run redis-cli -h 127.0.0.1 -p "$port" SET greeting hello
+	run redis-cli -h "$(leader_host)" -p "$port" SET greeting hello
 	assert_eq "$status/$output" "0/OK" "SET"
-	run redis-cli -h 127.0.0.1 -p "$port" GET greeting
+	run redis-cli -h "$(leader_host)" -p "$port" GET greeting
 	assert_eq "$status/$output" "0/hello" "GET"
-	run redis-cli -h 127.0.0.1 -p "$port" INCRBY counter 41
+	run redis-cli -h "$(leader_host)" -p "$port" INCRBY counter 41
 	assert_eq "$status/$output" "0/41" "INCRBY"
 	wait_equal_on_all "$CONF" hello GET greeting
 	wait_equal_on_all "$CONF" 41 GET counter
@@ -47,7 +47,7 @@ setup_file() {
 	for n in $(backups); do
 		count=$((count + 1))
 		port=$(app_port "$n")
-		run timeout 5 redis-cli -h 127.0.0.1 -p "$port" PING
+		run timeout 5 redis-cli -h "$(node_host "$n")" -p "$port" PING
 		[ "$status" -ne 124 ] || fail "node $n: connection to port $port hung instead of closing"
 		[[ "$output" != *PONG* ]] || fail "node $n: backup answered a client on port $port: $output"
 		# The refused client must change nothing on the backup.
@@ -55,7 +55,7 @@ setup_file() {
 	done
 	[ "$count" -ge 1 ] || fail "no backup in apus status"
 	# ... and the leader still serves.
-	run redis-cli -h 127.0.0.1 -p "$(leader_port)" PING
+	run redis-cli -h "$(leader_host)" -p "$(leader_port)" PING
 	assert_eq "$output" PONG "PING on the leader"
 	wait_digests_equal "$CONF" 30
 }
@@ -76,12 +76,12 @@ setup_file() {
 @test "BGSAVE: the forked child passes through and the replicas stay equal" {
 	local port n before after
 	port=$(leader_port)
-	redis-cli -h 127.0.0.1 -p "$port" SET saved-key v >/dev/null
+	redis-cli -h "$(leader_host)" -p "$port" SET saved-key v >/dev/null
 	before=$(admin 0 LASTSAVE)
 	sleep 1.1	# LASTSAVE has a resolution of one second
 	# Through the app port: every replica runs BGSAVE (each forks a child
 	# that must not act as a replica).
-	run redis-cli -h 127.0.0.1 -p "$port" BGSAVE
+	run redis-cli -h "$(leader_host)" -p "$port" BGSAVE
 	assert_eq "$status" 0 "BGSAVE exit"
 	[[ "$output" == "Background saving started"* ]] || fail "BGSAVE said '$output'"
 	for n in $(conf_nodes "$CONF"); do
@@ -92,7 +92,7 @@ setup_file() {
 		[ -s "$(data_dir "$n")/dump.rdb" ] || fail "node $n: no dump.rdb"
 	done
 	# Still serving, still replicating.
-	run redis-cli -h 127.0.0.1 -p "$port" INCR after-save
+	run redis-cli -h "$(leader_host)" -p "$port" INCR after-save
 	assert_eq "$status/$output" "0/1" "INCR after BGSAVE"
 	wait_equal_on_all "$CONF" 1 GET after-save
 	wait_digests_equal "$CONF" 30
@@ -114,7 +114,7 @@ setup_file() {
 	done
 	wait $! || fail "node 0 did not start: $(cat "$BATS_TEST_TMPDIR/start0")"
 	port=$(leader_port)
-	run timeout 10 redis-cli -h 127.0.0.1 -p "$port" SET after-restart yes
+	run timeout 10 redis-cli -h "$(leader_host)" -p "$port" SET after-restart yes
 	assert_eq "$status/$output" "0/OK" "SET after restart"
 	wait_equal_on_all "$CONF" yes GET after-restart
 }

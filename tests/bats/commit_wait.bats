@@ -25,14 +25,14 @@ held_until_majority() {
 	grep -q "^commit_wait  = $mode" "$CONF" || fail "config lacks commit_wait = $mode"
 	start_cluster "$CONF"
 	port=$(leader_port)
-	[ "$(redis-cli -p "$port" SET before 1)" = OK ] || fail "cluster does not answer"
+	[ "$(redis-cli -h "$(leader_host)" -p "$port" SET before 1)" = OK ] || fail "cluster does not answer"
 	for n in $(backups); do
 		pids+=("$(redis_pid "$n")")
 	done
 	FROZEN="${pids[*]}"
 	kill -STOP "${pids[@]}"
 	# The request must not be answered while no backup can hold it.
-	redis-cli -p "$port" SET held "$mode" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+	redis-cli -h "$(leader_host)" -p "$port" SET held "$mode" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
 	pid=$!
 	sleep 1.5
 	if ! kill -0 "$pid" 2>/dev/null; then

@@ -33,7 +33,7 @@ function settled() {
 	[ "${#nodes[@]}" -ge 1 ] || fail "no backup in apus status"
 	nodes+=("$leader")
 	# One request first, so that lazily opened files are already counted.
-	run redis-cli -h 127.0.0.1 -p "$(leader_port)" SET warm 1
+	run redis-cli -h "$(leader_host)" -p "$(leader_port)" SET warm 1
 	assert_eq "$output" OK "SET warm"
 	wait_digests_equal "$CONF" 30
 	for n in "${nodes[@]}"; do
@@ -66,7 +66,7 @@ function settled() {
 	done
 	# QUIT: the server closes the connection after its reply.
 	for ((i = 0; i < 50; i++)); do
-		run redis-cli -h 127.0.0.1 -p "$port" <<<$'INCR quits\nQUIT'
+		run redis-cli -h "$(leader_host)" -p "$port" <<<$'INCR quits\nQUIT'
 		# (redis-cli prints nothing for QUIT's +OK)
 		assert_eq "$status/$output" "0/$((i + 1))" "INCR+QUIT $i"
 	done
@@ -74,7 +74,7 @@ function settled() {
 	# writes of the replies fail, however many commands it ran must be what
 	# the backups run.
 	for ((i = 0; i < 20; i++)); do
-		exec {fd}<>"/dev/tcp/127.0.0.1/$port"
+		exec {fd}<>"/dev/tcp/$(leader_host)/$port"
 		for ((j = 0; j < 500; j++)); do
 			printf 'INCR burst\r\n'
 		done >&"$fd"

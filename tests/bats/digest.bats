@@ -27,7 +27,7 @@ function dbsize() {
 @test "pipelined clients (-P 32)" {
 	local keys
 	# Through the app port: writes on the admin socket are not replicated.
-	run redis-cli -h 127.0.0.1 -p "$(leader_port)" FLUSHALL
+	run redis-cli -h "$(leader_host)" -p "$(leader_port)" FLUSHALL
 	assert_eq "$output" OK FLUSHALL
 	wait_equal_on_all "$CONF" 0 DBSIZE
 	bench -t set,incr,lpush,sadd,hset -n 100000 -c 50 -P 32 -r 100000 -q
@@ -39,7 +39,7 @@ function dbsize() {
 @test "SELECT and MULTI/EXEC in one client session" {
 	local port
 	port=$(leader_port)
-	run redis-cli -h 127.0.0.1 -p "$port" <<<$'SELECT 3\nMULTI\nSET a 1\nINCR a\nEXEC'
+	run redis-cli -h "$(leader_host)" -p "$port" <<<$'SELECT 3\nMULTI\nSET a 1\nINCR a\nEXEC'
 	assert_eq "$status" 0 "redis-cli exit"
 	assert_eq "$(echo "$output" | tr '\n' ' ')" "OK OK QUEUED QUEUED OK 2 " "replies"
 	wait_equal_on_all "$CONF" 2 -n 3 GET a
@@ -51,8 +51,8 @@ function dbsize() {
 @test "interleaved sessions keep their own db and transaction" {
 	local port A B
 	port=$(leader_port)
-	exec {A}<>"/dev/tcp/127.0.0.1/$port"
-	exec {B}<>"/dev/tcp/127.0.0.1/$port"
+	exec {A}<>"/dev/tcp/$(leader_host)/$port"
+	exec {B}<>"/dev/tcp/$(leader_host)/$port"
 	resp_cmd "$A" "+OK" SELECT 4
 	resp_cmd "$B" "+OK" SELECT 5
 	resp_cmd "$A" "+OK" MULTI
@@ -80,13 +80,13 @@ function dbsize() {
 @test "a client that dies inside MULTI leaves no transaction behind" {
 	local port A
 	port=$(leader_port)
-	exec {A}<>"/dev/tcp/127.0.0.1/$port"
+	exec {A}<>"/dev/tcp/$(leader_host)/$port"
 	resp_cmd "$A" "+OK" SELECT 6
 	resp_cmd "$A" "+OK" MULTI
 	resp_cmd "$A" "+QUEUED" SET ghost 1
 	exec {A}>&-
 	# The next client (likely on the same fd number) must start clean.
-	run redis-cli -h 127.0.0.1 -p "$port" <<<$'SELECT 6\nSET real 1\nGET ghost\nGET real'
+	run redis-cli -h "$(leader_host)" -p "$port" <<<$'SELECT 6\nSET real 1\nGET ghost\nGET real'
 	assert_eq "$(echo "$output" | tr '\n' ' ')" "OK OK  1 " "replies"
 	wait_equal_on_all "$CONF" 1 -n 6 GET real
 	wait_equal_on_all "$CONF" "" -n 6 GET ghost
@@ -96,13 +96,13 @@ function dbsize() {
 @test "an 8 MB value" {
 	local port size=8388608
 	port=$(leader_port)
-	run bash -c "head -c $size /dev/zero | tr '\\0' x | timeout 60 redis-cli -h 127.0.0.1 -p $port -x SET big"
+	run bash -c "head -c $size /dev/zero | tr '\\0' x | timeout 60 redis-cli -h $(leader_host) -p $port -x SET big"
 	assert_eq "$status/$output" "0/OK" "SET big"
 	wait_equal_on_all "$CONF" "$size" STRLEN big
 	# Same bytes, not only same length.
 	wait_equal_on_all "$CONF" xxxxxxxx GETRANGE big 4194300 4194307
 	wait_equal_on_all "$CONF" xxxx GETRANGE big -4 -1
-	run bash -c "head -c $size /dev/zero | tr '\\0' y | timeout 60 redis-cli -h 127.0.0.1 -p $port -x APPEND big"
+	run bash -c "head -c $size /dev/zero | tr '\\0' y | timeout 60 redis-cli -h $(leader_host) -p $port -x APPEND big"
 	assert_eq "$status/$output" "0/$((2 * size))" "APPEND big"
 	wait_equal_on_all "$CONF" "$((2 * size))" STRLEN big
 	wait_equal_on_all "$CONF" xy GETRANGE big $((size - 1)) "$size"
