@@ -12,17 +12,38 @@ apus=build/bin/apus
 bash scripts/install-deps.sh
 make -s all
 
+# A config whose nodes live in network namespaces (cluster-tcp.conf): make
+# them, or run the same cluster on loopback addresses where we cannot.
+if grep -qE '^[[:space:]]*netns[[:space:]]*=' "$conf"; then
+	if [ "$(id -u)" -eq 0 ] && bash scripts/netns.sh up 3 2>/dev/null; then
+		echo "== replicas in network namespaces: $(bash scripts/netns.sh status | tr '\n' ';')"
+	else
+		echo "== network namespaces unavailable (needs root and ip netns): running on loopback addresses instead"
+		loop=$(mktemp /tmp/apus-demo-loopback.XXXXXX.conf)
+		awk '/^[[:space:]]*netns[[:space:]]*=/{next}
+		     /^[[:space:]]*address[[:space:]]*=/{print "address  = 127.0.0.1"; next}
+		     /^\[node /{n++; print; print "app_port = " 7100 + n; print "peer_port = " 7110 + n; next}
+		     /^[[:space:]]*(app_port|peer_port)[[:space:]]*=/ && n{next}
+		     {print}' "$conf" >"$loop"
+		conf=$loop
+	fi
+fi
+
 cleanup() { "$apus" stop --config "$conf" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 echo "== starting 3 replicas of redis-server under libapus.so ($conf)"
 "$apus" start --config "$conf"
 
-leader_port=$(awk -F= '/^\[node 0\]/{n=1} n && /app_port/{gsub(/ /,"",$2); print $2; exit}' "$conf")
+# Where clients go: the leader's app address, as apus status reports it.
+leader_addr=$("$apus" status --config "$conf" --json | tr -d ' \t\r\n' |
+	grep -o '{[^{}]*"role":"leader"[^{}]*}' | grep -o '"app_addr":"[^"]*"' | cut -d'"' -f4)
+leader_host=${leader_addr%:*}
+leader_port=${leader_addr##*:}
 sock() { awk -v want="[node $1]" -F= '$0==want{n=1;next} /^\[node/{n=0} n && /data_dir/{gsub(/ /,"",$2); print $2 "/redis.sock"; exit}' "$conf"; }
 
-echo "== workload against the leader (port $leader_port)"
-bash apps/redis/workload.sh "$leader_port"
+echo "== workload against the leader ($leader_host:$leader_port)"
+bash apps/redis/workload.sh "$leader_port" "$leader_host"
 
 echo "== apus status"
 "$apus" status --config "$conf"
