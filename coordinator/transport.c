@@ -5,6 +5,7 @@
 static const struct transport_ops *const backends[] = {
 	&transport_shm_ops,
 	&transport_tcp_ops,
+	&transport_rdma_ops,
 };
 
 const struct transport_ops *transport_find(const char *name)

@@ -59,5 +59,6 @@ const struct transport_ops *transport_find(const char *name);
 
 extern const struct transport_ops transport_shm_ops;
 extern const struct transport_ops transport_tcp_ops;
+extern const struct transport_ops transport_rdma_ops;
 
 #endif

@@ -169,9 +169,9 @@ for run in "${bats_files[@]}"; do
 		failures+=("$suite")
 	fi
 done
-# The namespaces the netns runs made (idempotent; nothing else uses them).
+# The namespaces the netns runs made (the tests' own prefix, see helpers.bash).
 if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null 2>&1; then
-	scripts/netns.sh down >/dev/null 2>&1 || true
+	APUS_NETNS_PREFIX="${APUS_NETNS_PREFIX:-apust}" scripts/netns.sh down >/dev/null 2>&1 || true
 fi
 
 if [ "${#failures[@]}" -gt 0 ]; then

@@ -11,7 +11,10 @@ APUS="${APUS_BIN:-$APUS_ROOT/build/bin/apus}"
 APUS_TEST_NODES="${APUS_TEST_NODES:-3}"
 # APUS_TEST_NETNS=1: each replica in its own network namespace (scripts/netns.sh),
 # over tcp, every replica on the same app port at its own address.
+# Tests use namespaces of their own (apust0.., 10.78.0.0/24), never the
+# demo's (apus0.., 10.77.0.0/24) that a user may be running.
 NETNS="$APUS_ROOT/scripts/netns.sh"
+export APUS_NETNS_PREFIX="${APUS_NETNS_PREFIX:-apust}" APUS_NETNS_SUBNET="${APUS_NETNS_SUBNET:-10.78.0}"
 
 # have FEATURE - whether the machine has FEATURE (redis, root).
 function have() {
