@@ -44,7 +44,9 @@ CLI := $(BUILD)/bin/apus
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 FIXTURE := $(BUILD)/tests/unit/libfixture.so
 
-all: $(LIBAPUS) $(CLI) $(UNIT_BIN) $(FIXTURE)
+LOADGEN := $(BUILD)/bench/loadgen
+
+all: $(LIBAPUS) $(CLI) $(UNIT_BIN) $(FIXTURE) $(LOADGEN)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -107,5 +109,10 @@ BENCH_BIN := $(BUILD)/bench/consensus
 $(BENCH_BIN): scripts/bench/consensus.c $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $@ $< $(LIBCORE) $(CORE_LIBS)
-bench-bin: $(BENCH_BIN)
+# The benchmark client (redis, redis + WAIT, etcd); tests/bats/loadgen.bats.
+$(LOADGEN): scripts/bench/loadgen.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -lm
+bench-bin: $(BENCH_BIN) $(LOADGEN)
 .PHONY: bench-bin

@@ -32,7 +32,8 @@ struct transport_ops {
 	 * -ECONNRESET if it restarted or died (we are disconnected from it
 	 * then, and connect() reaches the new one). */
 	int (*check)(struct transport *t, int peer);
-	/* Lands LEN bytes from BUF at offset OFF of PEER's region. */
+	/* Lands LEN bytes from BUF at offset OFF of PEER's region.  A backend
+	 * may hold writes until the next ring(PEER): ring after each group. */
 	int (*write)(struct transport *t, int peer, uint64_t off, const void *buf, size_t len);
 	/* Tells PEER that writes landed (it may be asleep in wait()). */
 	void (*ring)(struct transport *t, int peer);

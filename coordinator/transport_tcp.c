@@ -44,6 +44,9 @@
 #define HELLO_MAGIC 0x41505553u	/* "APUS" */
 #define HELLO_VERSION 1
 #define MAX_IN 16
+#define IN_BUF 16384
+#define OUT_BUF 8192
+#define POLL_EVENTS 16
 #define HANDSHAKE_NS (2000 * 1000000ULL)	/* an unfinished handshake is dropped */
 #define CHALLENGE_TIMEOUT_MS 1000
 #define REFUSED_BURST 20	/* refusals logged at once before one a second */
@@ -82,11 +85,20 @@ struct tcp_in {		/* a peer writing into our region */
 	} u;
 	uint8_t nonce_c[ADMIT_NONCE_LEN], nonce_a[ADMIT_NONCE_LEN];
 	uint64_t last;	/* the frame's last word, stored last */
+	/* Small frames (acks, control words) arrive many to a segment: one
+	 * recv fills this buffer and they are parsed from it. */
+	uint32_t bstart, bend;
+	int drained;	/* the last recv came back short: wait for epoll */
+	char buf[IN_BUF];
 };
 
 struct tcp_out {	/* our connection for writing into a peer's region */
 	int fd;
 	pthread_mutex_t lock;
+	/* Frames held until ring() (or until they no longer fit): a backup's
+	 * ack is several words, and one segment wakes the leader once. */
+	size_t olen;
+	char obuf[OUT_BUF];
 	int failing;		/* the last attempt failed (logged once per reason) */
 	char why[96];		/* why it failed */
 	uint64_t backoff_ns;	/* doubles while it keeps failing, up to BACKOFF_MAX_NS */
@@ -362,29 +374,54 @@ static void out_drop(struct tcp_out *o)
 {
 	int fd = __atomic_exchange_n(&o->fd, -1, __ATOMIC_ACQ_REL);
 
+	o->olen = 0;
 	if (fd >= 0)
 		close(fd);
 }
 
+/* Sends the held frames and IOV; called with o->lock held. */
+static int out_send(struct tcp_transport *s, int peer, struct iovec *iov, int cnt)
+{
+	struct tcp_out *o = &s->out[peer];
+	struct iovec all[3];
+	int n = 0, rc;
+
+	if (o->olen)
+		all[n++] = (struct iovec){ o->obuf, o->olen };
+	for (int i = 0; i < cnt; i++)
+		all[n++] = iov[i];
+	if (!n)
+		return 0;
+	o->olen = 0;
+	rc = send_all(o->fd, all, n);
+	if (rc) {
+		pr_warn("write to node %d failed: %s", peer, strerror(-rc));
+		out_drop(o);
+	}
+	return rc;
+}
+
+/* Small writes wait in the buffer for ring(); the protocol rings after
+ * every group of writes. */
 static int tcp_write(struct transport *t, int peer, uint64_t off, const void *buf, size_t len)
 {
 	struct tcp_transport *s = TCP(t);
 	struct tcp_out *o = &s->out[peer];
 	struct frame f = { off, (uint32_t)len, 0 };
 	struct iovec iov[2] = { { &f, sizeof(f) }, { (void *)buf, len } };
-	int rc;
+	int rc = 0;
 
 	if (len > UINT32_MAX)
 		return -EMSGSIZE;
 	pthread_mutex_lock(&o->lock);
 	if (o->fd < 0) {
-		pthread_mutex_unlock(&o->lock);
-		return -ENOTCONN;
-	}
-	rc = send_all(o->fd, iov, 2);
-	if (rc) {
-		pr_warn("write to node %d failed: %s", peer, strerror(-rc));
-		out_drop(o);
+		rc = -ENOTCONN;
+	} else if (o->olen + sizeof(f) + len <= OUT_BUF) {
+		memcpy(o->obuf + o->olen, &f, sizeof(f));
+		memcpy(o->obuf + o->olen + sizeof(f), buf, len);
+		o->olen += sizeof(f) + len;
+	} else {
+		rc = out_send(s, peer, iov, 2);
 	}
 	pthread_mutex_unlock(&o->lock);
 	return rc;
@@ -392,7 +429,13 @@ static int tcp_write(struct transport *t, int peer, uint64_t off, const void *bu
 
 static void tcp_ring(struct transport *t, int peer)
 {
-	(void)t, (void)peer;	/* every frame rings the receiver's doorbell */
+	struct tcp_transport *s = TCP(t);
+	struct tcp_out *o = &s->out[peer];
+
+	pthread_mutex_lock(&o->lock);
+	if (o->fd >= 0)
+		out_send(s, peer, NULL, 0);
+	pthread_mutex_unlock(&o->lock);
 }
 
 static void in_close(struct tcp_transport *s, struct tcp_in *in)
@@ -547,6 +590,40 @@ static int in_proof(struct tcp_transport *s, struct tcp_in *in)
 	return 0;
 }
 
+/* Up to WANT bytes of IN's stream into DST: from the buffer, or straight
+ * from the socket for a large payload, or after one refill.  Returns bytes
+ * (> 0), 0 at end of stream, -1 with errno (EAGAIN: nothing more now). */
+static ssize_t in_read(struct tcp_in *in, void *dst, size_t want)
+{
+	ssize_t n;
+
+	if (in->bend == in->bstart) {
+		if (in->drained) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (want >= IN_BUF / 2) {
+			n = recv(in->fd, dst, want, MSG_DONTWAIT);
+			if (n > 0 && (size_t)n < want)
+				in->drained = 1;
+			return n;
+		}
+		n = recv(in->fd, in->buf, IN_BUF, MSG_DONTWAIT);
+		if (n <= 0)
+			return n;
+		if (n < IN_BUF)
+			in->drained = 1;
+		in->bstart = 0;
+		in->bend = (uint32_t)n;
+	}
+	n = (ssize_t)(in->bend - in->bstart);
+	if ((size_t)n > want)
+		n = (ssize_t)want;
+	memcpy(dst, in->buf + in->bstart, (size_t)n);
+	in->bstart += (uint32_t)n;
+	return n;
+}
+
 /* Receives what IN sent; applies whole frames.  Returns frames applied. */
 static int in_receive(struct tcp_transport *s, struct tcp_in *in)
 {
@@ -573,7 +650,7 @@ static int in_receive(struct tcp_transport *s, struct tcp_in *in)
 					  : (char *)&in->last + (body - head);
 			want = body < head ? head - body : len - body;
 		}
-		ssize_t n = want ? recv(in->fd, dst, want, MSG_DONTWAIT) : 0;
+		ssize_t n = want ? in_read(in, dst, want) : 0;
 		if (want && n <= 0) {
 			if (n < 0 && (errno == EAGAIN || errno == EINTR))
 				return applied;
@@ -624,17 +701,38 @@ static int in_receive(struct tcp_transport *s, struct tcp_in *in)
 	}
 }
 
+/* Handles what epoll reported; the caller holds rx.  Returns frames applied. */
+static int rx_events(struct tcp_transport *s, const struct epoll_event *ev, int n)
+{
+	int applied = 0;
+	uint64_t drain;
+
+	for (int i = 0; i < n; i++) {
+		int k = ev[i].data.fd;
+
+		if (k == -1) {
+			accept_peers(s);
+		} else if (k == -2) {
+			if (read(s->evfd, &drain, sizeof(drain)) < 0 && errno != EAGAIN)
+				pr_debug("eventfd: %s", strerror(errno));
+		} else if (s->in[k].fd >= 0) {
+			s->in[k].drained = 0;
+			applied += in_receive(s, &s->in[k]);
+		}
+	}
+	return applied;
+}
+
+/* One non-blocking look at every socket: a single epoll_wait when idle. */
 static int tcp_poll(struct transport *t)
 {
 	struct tcp_transport *s = TCP(t);
-	int applied = 0;
+	struct epoll_event ev[POLL_EVENTS];
+	int applied;
 
 	if (pthread_mutex_trylock(&s->rx))
 		return 0;	/* another thread is receiving */
-	accept_peers(s);
-	for (int i = 0; i < MAX_IN; i++)
-		if (s->in[i].fd >= 0)
-			applied += in_receive(s, &s->in[i]);
+	applied = rx_events(s, ev, epoll_wait(s->epfd, ev, POLL_EVENTS, 0));
 	pthread_mutex_unlock(&s->rx);
 	if (applied)
 		bell_ring(&local_ctl(s)->bell, &local_ctl(s)->sleepers);
@@ -650,8 +748,8 @@ static void tcp_wait(struct transport *t, uint32_t seen, int timeout_us)
 {
 	struct tcp_transport *s = TCP(t);
 	struct region_ctl *c = local_ctl(s);
-	struct epoll_event ev[8];
-	uint64_t drain;
+	struct epoll_event ev[POLL_EVENTS];
+	int applied;
 
 	if (tcp_poll(t) || __atomic_load_n(&c->bell, __ATOMIC_SEQ_CST) != seen)
 		return;
@@ -660,13 +758,11 @@ static void tcp_wait(struct transport *t, uint32_t seen, int timeout_us)
 		bell_wait(&c->bell, &c->sleepers, seen, timeout_us);
 		return;
 	}
-	epoll_wait(s->epfd, ev, 8, timeout_us < 1000 ? 1 : timeout_us / 1000);
-	if (read(s->evfd, &drain, sizeof(drain)) < 0 && errno != EAGAIN)
-		pr_debug("eventfd: %s", strerror(errno));
+	applied = rx_events(s, ev, epoll_wait(s->epfd, ev, POLL_EVENTS,
+					     timeout_us < 1000 ? 1 : timeout_us / 1000));
 	pthread_mutex_unlock(&s->rx);
-	tcp_poll(t);
-	/* Hand the receiving over to a sleeper, if any. */
-	if (__atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST))
+	/* Wake the sleepers: news for them, or the receiving is theirs now. */
+	if (applied || __atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST))
 		bell_ring(&c->bell, &c->sleepers);
 }
 

@@ -20,11 +20,7 @@ if grep -qE '^[[:space:]]*netns[[:space:]]*=' "$conf"; then
 	else
 		echo "== network namespaces unavailable (needs root and ip netns): running on loopback addresses instead"
 		loop=$(mktemp /tmp/apus-demo-loopback.XXXXXX.conf)
-		awk '/^[[:space:]]*netns[[:space:]]*=/{next}
-		     /^[[:space:]]*address[[:space:]]*=/{print "address  = 127.0.0.1"; next}
-		     /^\[node /{n++; print; print "app_port = " 7100 + n; print "peer_port = " 7110 + n; next}
-		     /^[[:space:]]*(app_port|peer_port)[[:space:]]*=/ && n{next}
-		     {print}' "$conf" >"$loop"
+		bash scripts/netns.sh loopback "$conf" >"$loop"
 		conf=$loop
 	fi
 fi

@@ -11,6 +11,8 @@
 #   scripts/netns.sh partition I     cut replica I off (its link goes down)
 #   scripts/netns.sh heal I          reconnect replica I
 #   scripts/netns.sh status          namespaces, addresses, link states
+#   scripts/netns.sh loopback CONF   print CONF with its nodes moved to loopback
+#                                    addresses (no netns; ports made distinct)
 #
 # Environment: APUS_NETNS_PREFIX (default apus: namespaces apus0.., bridge
 # apusbr, links apusv0..) and APUS_NETNS_SUBNET (default 10.77.0: replica I
@@ -91,6 +93,31 @@ status() {
 	done
 }
 
+# A namespaced config for hosts without namespaces: 127.0.0.1 everywhere,
+# so each node gets app_port+1+i and peer_port+1+i of the first node's.
+loopback() {
+	local conf=${1:?usage: netns.sh loopback CONF}
+	[ -r "$conf" ] || die "cannot read $conf"
+	awk '
+		function val(line) { sub(/^[^=]*=[[:space:]]*/, "", line); sub(/[[:space:]]+$/, "", line); return line }
+		/^[[:space:]]*\[node / { node++ }
+		/^[[:space:]]*app_port[[:space:]]*=/ { if (!app) app = val($0); if (node) next }
+		/^[[:space:]]*peer_port[[:space:]]*=/ { if (!peer) peer = val($0); if (node) next }
+		{ lines[++n] = $0; sect[n] = node }
+		END {
+			for (i = 1; i <= n; i++) {
+				l = lines[i]
+				if (l ~ /^[[:space:]]*netns[[:space:]]*=/) continue
+				if (l ~ /^[[:space:]]*address[[:space:]]*=/) l = "address  = 127.0.0.1"
+				print l
+				if (l ~ /^[[:space:]]*\[node /) {
+					print "app_port = " app + sect[i]
+					if (peer) print "peer_port = " peer + sect[i]
+				}
+			}
+		}' "$conf"
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
@@ -111,6 +138,7 @@ partition | heal)
 	ip link set "$(link_name "$1")" "$([ "$cmd" = partition ] && echo down || echo up)"
 	;;
 status) status ;;
+loopback) loopback "$@" ;;
 -h | --help | help) usage ;;
 *)
 	usage >&2

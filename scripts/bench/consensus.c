@@ -1,14 +1,16 @@
-/* Consensus latency microbenchmark: a 3-node cluster over shm, each node in
- * its own process; the leader proposes N entries of SIZE bytes one after
- * another (or from T threads at once) and times each proposal until a
- * majority holds it.  Next to it, the floor: a ping-pong of one 64-bit word
- * between two processes over shared memory, spinning, and with futex
- * sleeps (what our waits do once their spin runs out).
+/* Consensus latency microbenchmark: a 3-node cluster over shm (or tcp on
+ * loopback with -T tcp), each node in its own process; the leader proposes
+ * N entries of SIZE bytes one after another (or from T threads at once) and
+ * times each proposal until a majority holds it.  Next to it, the floors: a
+ * ping-pong of one 64-bit word between two processes over shared memory,
+ * spinning, and with futex sleeps (what our waits do once their spin runs
+ * out), and a 64 B ping-pong over a loopback TCP connection.
  *
- *   consensus [-n N] [-s SIZE] [-t THREADS] [-d DIR]   prints one line each:
- *   consensus  size=64 threads=1 n=20000 p50_us=.. p99_us=.. p999_us=.. ops_per_s=..
+ *   consensus [-n N] [-s SIZE] [-t THREADS] [-T shm|tcp] [-P]   prints one line each:
  *   pingpong   mode=spin  p50_us=.. p99_us=..
- *   pingpong   mode=futex p50_us=.. p99_us=.. */
+ *   pingpong   mode=futex p50_us=.. p99_us=..
+ *   pingpong   mode=tcp   p50_us=.. p99_us=..
+ *   consensus  transport=shm size=64 threads=1 n=20000 p50_us=.. p99_us=.. p999_us=.. ops_per_s=.. */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +21,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include "coordinator/admission.h"
 #include "coordinator/futex.h"
 #include "coordinator/logger.h"
 #include "coordinator/node.h"
@@ -57,20 +65,27 @@ static void *proposer(void *p)
 	return NULL;
 }
 
-static void bench_consensus(const char *dir, size_t size, int threads, size_t count)
+static void bench_consensus(const char *dir, const char *transport, size_t size, int threads,
+			    size_t count)
 {
 	char conf[512], err[512];
+	int base = 23000 + (int)(getpid() % 2000) * 3;
 	pid_t kids[2];
 	FILE *f;
 
+	snprintf(conf, sizeof(conf), "%s/apus.key", dir);
+	if (admit_key_generate(conf) < 0)
+		exit(1);
 	snprintf(conf, sizeof(conf), "%s/bench.conf", dir);
 	f = fopen(conf, "w");
-	fprintf(f, "cluster = bench\nlog_size = 64M\nfsync = none\napp_cmd = true\n");
+	fprintf(f, "cluster = bench\ntransport = %s\nlog_size = 64M\nfsync = none\napp_cmd = true\n",
+		transport);
 	for (int i = 0; i < 3; i++) {
 		char d[600];
 		snprintf(d, sizeof(d), "%s/n%d", dir, i);
 		mkdir(d, 0700);
-		fprintf(f, "[node %d]\napp_port = %d\ndata_dir = %s\n", i, 1 + i, d);
+		fprintf(f, "[node %d]\napp_port = %d\npeer_port = %d\ndata_dir = %s\n", i, 1 + i,
+			base + i, d);
 	}
 	fclose(f);
 	for (int k = 1; k <= 2; k++) {
@@ -106,8 +121,8 @@ static void bench_consensus(const char *dir, size_t size, int threads, size_t co
 	double secs = (double)(now_ns() - t0) / 1e9;
 	size_t done = per * (size_t)threads;
 	qsort(lat, done, sizeof(uint64_t), cmp_u64);
-	printf("consensus size=%zu threads=%d n=%zu p50_us=%.2f p99_us=%.2f p999_us=%.2f ops_per_s=%.0f\n",
-	       size, threads, done, pct(lat, done, 0.5), pct(lat, done, 0.99), pct(lat, done, 0.999),
+	printf("consensus transport=%s size=%zu threads=%d n=%zu p50_us=%.2f p99_us=%.2f p999_us=%.2f ops_per_s=%.0f\n",
+	       transport, size, threads, done, pct(lat, done, 0.5), pct(lat, done, 0.99), pct(lat, done, 0.999),
 	       (double)done / secs);
 	for (int k = 0; k < 2; k++) {
 		kill(kids[k], SIGKILL);
@@ -162,20 +177,65 @@ static void bench_pingpong(int use_futex, size_t count)
 	free(lat);
 }
 
+/* 64 bytes back and forth over a loopback TCP connection (blocking). */
+static void bench_pingpong_tcp(size_t count)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t alen = sizeof(a);
+	uint64_t *lat = calloc(count, sizeof(uint64_t));
+	char buf[64] = { 0 };
+	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0), c;
+
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+	    getsockname(l, (struct sockaddr *)&a, &alen))
+		exit(1);
+	pid_t kid = fork();
+	if (kid == 0) {
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(s, (struct sockaddr *)&a, sizeof(a)))
+			_exit(1);
+		setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		for (size_t i = 0; i < count; i++)
+			if (recv(s, buf, sizeof(buf), MSG_WAITALL) != sizeof(buf) ||
+			    send(s, buf, sizeof(buf), 0) != sizeof(buf))
+				_exit(1);
+		_exit(0);
+	}
+	c = accept(l, NULL, NULL);
+	setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	for (size_t i = 0; i < count; i++) {
+		uint64_t t0 = now_ns();
+		if (send(c, buf, sizeof(buf), 0) != sizeof(buf) ||
+		    recv(c, buf, sizeof(buf), MSG_WAITALL) != sizeof(buf))
+			exit(1);
+		lat[i] = now_ns() - t0;
+	}
+	waitpid(kid, NULL, 0);
+	close(c);
+	close(l);
+	qsort(lat, count, sizeof(uint64_t), cmp_u64);
+	printf("pingpong mode=tcp n=%zu p50_us=%.2f p99_us=%.2f\n", count, pct(lat, count, 0.5),
+	       pct(lat, count, 0.99));
+	free(lat);
+}
+
 int main(int argc, char **argv)
 {
 	size_t n = 20000, size = 64;
 	int threads = 1, o, pingpong = 1;
+	const char *transport = "shm";
 	char dir[] = "/tmp/apus-bench-XXXXXX";
 
-	while ((o = getopt(argc, argv, "n:s:t:P")) != -1) {
+	while ((o = getopt(argc, argv, "n:s:t:T:P")) != -1) {
 		switch (o) {
+		case 'T': transport = optarg; break;
 		case 'n': n = strtoul(optarg, NULL, 10); break;
 		case 's': size = strtoul(optarg, NULL, 10); break;
 		case 't': threads = atoi(optarg); break;
 		case 'P': pingpong = 0; break;
 		default:
-			fprintf(stderr, "usage: consensus [-n N] [-s SIZE] [-t THREADS 1..16] [-P: no ping-pong]\n");
+			fprintf(stderr, "usage: consensus [-n N] [-s SIZE] [-t THREADS 1..16] [-T shm|tcp] [-P: no ping-pong]\n");
 			return 2;
 		}
 	}
@@ -187,8 +247,9 @@ int main(int argc, char **argv)
 	if (pingpong) {
 		bench_pingpong(0, n);
 		bench_pingpong(1, n);
+		bench_pingpong_tcp(n);
 	}
-	bench_consensus(dir, size, threads, n);
+	bench_consensus(dir, transport, size, threads, n);
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	return system(cmd) == 0 ? 0 : 1;

@@ -254,6 +254,7 @@ int main(void)
 	/* The real node 1 is admitted and its writes land. */
 	CHECK(connect_within(t1, 0, 3000), "node 1 was not admitted");
 	CHECK(t1->ops->write(t1, 0, 8192, &word, 8) == 0, "write");
+	t1->ops->ring(t1, 0);
 	for (int i = 0; i < 2000 && landed(r0) != word; i++)
 		usleep(1000);
 	CHECK(landed(r0) == word, "node 1's write did not land");
@@ -262,8 +263,10 @@ int main(void)
 	 * cannot come back. */
 	CHECK(t0->ops->fence(t0, 1) == 0, "fence");
 	uint64_t next = word + 1;
-	for (int i = 0; i < 20; i++)
+	for (int i = 0; i < 20; i++) {
 		t1->ops->write(t1, 0, 8192, &next, 8);
+		t1->ops->ring(t1, 0);
+	}
 	usleep(200000);
 	CHECK(landed(r0) == word, "a fenced peer's write landed");
 	CHECK(t1->ops->check(t1, 0) != 0, "the fenced connection is still up");
