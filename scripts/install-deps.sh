@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Install what apus needs to build and test: a C toolchain, Redis, bats and
-# the RDMA/OpenSSL headers. Idempotent: does nothing when all are present.
+# Install what apus needs to build, test and benchmark: a C toolchain,
+# Redis, bats, the RDMA/OpenSSL headers, and what the benchmark suite
+# compares against or draws with (etcd, gnuplot). Idempotent: does nothing
+# when all are present.
 set -euo pipefail
 
 PKGS=(
@@ -9,6 +11,7 @@ PKGS=(
 	bats
 	libibverbs-dev librdmacm-dev libssl-dev
 	iproute2 procps
+	etcd-server etcd-client gnuplot-nox
 )
 
 log() { echo "install-deps: $*"; }
@@ -57,6 +60,14 @@ for p in "${missing[@]}"; do
 			"${SUDO[@]}" kill "$pid" 2>/dev/null || true
 		fi
 	done
+done
+
+# The same for etcd's service (the benchmark starts its own members).
+for p in "${missing[@]}"; do
+	[ "$p" = etcd-server ] || continue
+	log "stopping the system etcd service, if any"
+	"${SUDO[@]}" service etcd stop >/dev/null 2>&1 || true
+	pkill -x etcd 2>/dev/null || true
 done
 
 log "done"

@@ -46,6 +46,7 @@ struct opts {
 	enum proto proto;
 	enum op op;
 	const char *host, *port;
+	const char *cdf;	/* --cdf: where to write the latency distribution */
 	uint64_t clients, requests, size, keyspace, replicas, timeout_s, seed, wait_timeout_ms;
 };
 
@@ -610,6 +611,20 @@ static double pct_us(const uint64_t *v, uint64_t n, uint64_t q)
 	return (double)v[r ? r - 1 : 0] / 1000.0;
 }
 
+/* "latency_us fraction" lines (1000 quantiles and the max): a CDF to plot. */
+static int write_cdf(const char *path, const uint64_t *v, uint64_t n)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f) {
+		fprintf(stderr, "loadgen: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	for (uint64_t q = 100; q <= 100000 && n; q += 100)
+		fprintf(f, "%.1f %.4f\n", pct_us(v, n, q), (double)q / 100000.0);
+	return fclose(f) ? 1 : 0;
+}
+
 static void *xcalloc(size_t n, size_t size)
 {
 	void *p = calloc(n ? n : 1, size);
@@ -690,6 +705,8 @@ static int run(const struct opts *o, struct addrinfo *ai)
 	       pct_us(b.lat, b.done, 50000), pct_us(b.lat, b.done, 99000), pct_us(b.lat, b.done, 99900),
 	       pct_us(b.lat, b.done, 100000), b.errors, b.short_waits);
 	fflush(stdout);
+	if (o->cdf && write_cdf(o->cdf, b.lat, b.done))
+		return 1;
 
 	for (uint64_t i = 0; i < o->clients; i++) {
 		if (b.cl[i].fd >= 0)
@@ -716,6 +733,7 @@ static const char usage[] =
 	"  --replicas R         redis-wait: WAIT R 0 pipelined behind each SET (2)\n"
 	"  --timeout-s S        stop when nothing completes for S seconds (120)\n"
 	"  --seed X             seed of the clients' key choices (1)\n"
+	"  --cdf FILE           also write the latency CDF (\"latency_us fraction\" lines)\n"
 	"  --wait-timeout-ms MS redis-wait, for tests: WAIT R MS instead of WAIT R 0 (0)\n"
 	"Prints one line: proto= op= clients= size= n= secs= rps= p50_us= p99_us= p999_us=\n"
 	"max_us= errors= short_waits=. Exit 0 when all N requests succeeded, 1 otherwise.\n";
@@ -749,7 +767,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{ "requests", required_argument, NULL, 'n' }, { "op", required_argument, NULL, 'o' },
 		{ "size", required_argument, NULL, 's' },   { "keyspace", required_argument, NULL, 'k' },
 		{ "replicas", required_argument, NULL, 'r' }, { "timeout-s", required_argument, NULL, 't' },
-		{ "seed", required_argument, NULL, 'S' },   { "wait-timeout-ms", required_argument, NULL, 'W' },
+		{ "seed", required_argument, NULL, 'S' },   { "cdf", required_argument, NULL, 'C' },   { "wait-timeout-ms", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'H' },	    { NULL, 0, NULL, 0 },
 	};
 	*o = (struct opts){ .proto = (enum proto)-1, .clients = 50, .requests = 100000, .size = 64,
@@ -780,6 +798,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case 'r': o->replicas = num_arg(name, optarg, 0, 1000000); break;
 		case 't': o->timeout_s = num_arg(name, optarg, 1, 1000000); break;
 		case 'S': o->seed = num_arg(name, optarg, 0, UINT64_MAX); break;
+		case 'C': o->cdf = optarg; break;
 		case 'W': o->wait_timeout_ms = num_arg(name, optarg, 0, 1000000000); break;
 		case 'H': fputs(usage, stdout); exit(0);
 		default: bad_arg("%s '%s'", optopt ? "missing value for" : "unknown option", argv[optind - 1]);
