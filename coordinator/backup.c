@@ -87,6 +87,10 @@ static int execute(struct backup *b)
 	struct node *n = b->n;
 	int progress = 0;
 
+	/* Replay connects to the server: not before it listens (a restarted
+	 * backup gets the whole log copied before its server is up). */
+	if (!__atomic_load_n(&n->ctl->status.app_listening, __ATOMIC_ACQUIRE))
+		return 0;
 	while (b->exec_idx < b->expect && b->exec_idx <= b->commit) {
 		uint64_t pos = b->exec_pos;
 		const struct entry_hdr *e = entry_at(n, &pos, b->exec_idx);
@@ -175,7 +179,13 @@ void *backup_main(void *arg)
 		uint64_t now = now_ns();
 		if (now - b.last_hb_ns > (uint64_t)hb_us * 1000) {
 			b.last_hb_ns = now;
-			if (n->ops->check(n->tp, b.leader) != 0) {
+			int rc = n->ops->check(n->tp, b.leader);
+			if (rc == -ENOTCONN) {
+				/* Lost, not restarted (as far as we know): reach it again. */
+				__atomic_and_fetch(&n->connected, ~(1u << b.leader), __ATOMIC_RELEASE);
+				continue;
+			}
+			if (rc != 0) {
 				/* A new leader log starts at entry 1; our server already
 				 * ran the old one.  Rejoining needs log repair (election). */
 				pr_err("leader node %d restarted or died; restart this node to rejoin",

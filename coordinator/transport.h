@@ -29,8 +29,9 @@ struct transport_ops {
 	int (*connect)(struct transport *t, int peer);
 	int (*connected)(struct transport *t, int peer);
 	/* Whether connected PEER is still the incarnation we reached: 0 yes,
-	 * -ECONNRESET if it restarted or died (we are disconnected from it
-	 * then, and connect() reaches the new one). */
+	 * -ECONNRESET if it restarted or died, -ENOTCONN if we lost the
+	 * connection without knowing which (connect() again: the check after
+	 * it says -ECONNRESET if a new incarnation answered). */
 	int (*check)(struct transport *t, int peer);
 	/* Lands LEN bytes from BUF at offset OFF of PEER's region.  A backend
 	 * may hold writes until the next ring(PEER): ring after each group. */

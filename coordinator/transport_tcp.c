@@ -13,7 +13,7 @@
  *   C -> A  hello     {magic, version, from, to, nonce_c}
  *   A -> C  challenge {nonce_a, HMAC(key, "apus-tcp-accept", from, to, nonce_c, nonce_a)}
  *   C -> A  proof     {HMAC(key, "apus-tcp-connect", from, to, nonce_a, nonce_c)}
- *   A -> C  welcome   {magic}
+ *   A -> C  welcome   {magic, A's incarnation}
  * then frames.  A fenced peer's connections are closed and refused. */
 #define LOG_PREFIX "tcp: "
 #include <arpa/inet.h>
@@ -30,6 +30,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +50,7 @@
 #define POLL_EVENTS 16
 #define HANDSHAKE_NS (2000 * 1000000ULL)	/* an unfinished handshake is dropped */
 #define CHALLENGE_TIMEOUT_MS 1000
+#define SEND_TIMEOUT_S 1
 #define REFUSED_BURST 20	/* refusals logged at once before one a second */
 
 struct hello {
@@ -56,6 +58,11 @@ struct hello {
 	uint16_t version;
 	uint8_t from, to;
 	uint8_t nonce[ADMIT_NONCE_LEN];
+};
+
+struct welcome {
+	uint32_t magic, pad;
+	uint64_t incarnation;	/* random per open(): tells a restart from a reconnect */
 };
 
 struct challenge {
@@ -100,6 +107,8 @@ struct tcp_out {	/* our connection for writing into a peer's region */
 	size_t olen;
 	char obuf[OUT_BUF];
 	int failing;		/* the last attempt failed (logged once per reason) */
+	int restarted;		/* the last connect reached a new incarnation */
+	uint64_t incarnation;	/* of the peer when we last reached it; 0: never */
 	char why[96];		/* why it failed */
 	uint64_t backoff_ns;	/* doubles while it keeps failing, up to BACKOFF_MAX_NS */
 	uint64_t next_try_ns;
@@ -117,6 +126,7 @@ struct tcp_transport {
 	int lfd, epfd, evfd;
 	pthread_mutex_t rx;	/* one receiver at a time */
 	struct admit_key key;
+	uint64_t incarnation;	/* ours, sent in every welcome */
 	uint32_t fenced;	/* bit per peer whose writes we refuse */
 	uint64_t refused_log_ns;	/* refusal log budget: a burst, then one a second */
 	unsigned refused_tokens;
@@ -170,6 +180,13 @@ static int tcp_open(const struct apus_config *cfg, int self, void *region, size_
 		return err;
 	}
 	s->t.ops = &transport_tcp_ops;
+	uint8_t rnd[ADMIT_NONCE_LEN] = { 0 };
+	if (admit_nonce(rnd))
+		pr_warn("no random numbers for our incarnation; using the clock");
+	memcpy(&s->incarnation, rnd, sizeof(s->incarnation));
+	s->incarnation ^= now_ns();
+	if (!s->incarnation)
+		s->incarnation = 1;	/* 0 means "never reached" */
 	s->refused_tokens = REFUSED_BURST;
 	s->refused_log_ns = now_ns();
 	s->cfg = cfg;
@@ -288,7 +305,7 @@ static const char *prove(struct tcp_transport *s, int fd, int peer)
 	struct hello h = { HELLO_MAGIC, HELLO_VERSION, (uint8_t)s->self, (uint8_t)peer, { 0 } };
 	struct challenge ch;
 	uint8_t proof[ADMIT_MAC_LEN];
-	uint32_t welcome;
+	struct welcome w;
 	struct iovec iov = { &h, sizeof(h) };
 
 	if (admit_nonce(h.nonce))
@@ -305,9 +322,12 @@ static const char *prove(struct tcp_transport *s, int fd, int peer)
 	iov = (struct iovec){ proof, sizeof(proof) };
 	if (send_all(fd, &iov, 1))
 		return "connection lost during the handshake";
-	if (recv_timed(s, fd, &welcome, sizeof(welcome), CHALLENGE_TIMEOUT_MS) ||
-	    welcome != HELLO_MAGIC)
+	if (recv_timed(s, fd, &w, sizeof(w), CHALLENGE_TIMEOUT_MS) || w.magic != HELLO_MAGIC)
 		return "it refused our proof (different cluster secret?)";
+	struct tcp_out *o = &s->out[peer];
+	if (o->incarnation && o->incarnation != w.incarnation)
+		o->restarted = 1;
+	o->incarnation = w.incarnation;
 	return NULL;
 }
 
@@ -350,9 +370,13 @@ static int tcp_connect(struct transport *t, int peer)
 		close(fd);
 		return connect_failed(s, peer, strerror(err ? err : ETIMEDOUT));
 	}
-	/* Writes block from now on: a slow receiver slows the writer. */
+	/* Writes block from now on: a slow receiver slows the writer.  One
+	 * that takes nothing for SEND_TIMEOUT_S (dead, cut off) is dropped, so
+	 * that it never stalls the majority; it catches up when it is back. */
+	struct timeval tmo = { SEND_TIMEOUT_S, 0 };
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tmo, sizeof(tmo));
 	if ((why = prove(s, fd, peer))) {
 		close(fd);
 		return connect_failed(s, peer, why);
@@ -394,8 +418,13 @@ static int out_send(struct tcp_transport *s, int peer, struct iovec *iov, int cn
 		return 0;
 	o->olen = 0;
 	rc = send_all(o->fd, all, n);
-	if (rc) {
+	if (rc == -EAGAIN)
+		pr_warn("node %d took nothing for %d s: dropping the connection (it catches up when "
+			"it is back)", peer, SEND_TIMEOUT_S);
+	else if (rc)
 		pr_warn("write to node %d failed: %s", peer, strerror(-rc));
+	if (rc) {
+		rc = -ECONNRESET;
 		out_drop(o);
 	}
 	return rc;
@@ -565,7 +594,7 @@ static int in_hello(struct tcp_transport *s, struct tcp_in *in)
 static int in_proof(struct tcp_transport *s, struct tcp_in *in)
 {
 	int peer = -1 - in->peer;
-	uint32_t welcome = HELLO_MAGIC;
+	struct welcome welcome = { HELLO_MAGIC, 0, s->incarnation };
 	char from[INET6_ADDRSTRLEN + 8];
 
 	if (admit_verify(&s->key, "apus-tcp-connect", (uint32_t)peer, (uint32_t)s->self,
@@ -776,12 +805,17 @@ static void tcp_wake(struct transport *t)
 		pr_debug("eventfd: %s", strerror(errno));
 }
 
+/* A closed connection alone does not say whether the peer restarted or
+ * only dropped us (a partition, a stall): -ENOTCONN, and the next connect
+ * compares incarnations; a new one makes the check after it -ECONNRESET. */
 static int tcp_check(struct transport *t, int peer)
 {
 	struct tcp_out *o = &TCP(t)->out[peer];
 	int fd = __atomic_load_n(&o->fd, __ATOMIC_ACQUIRE);
 	struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
 
+	if (__atomic_exchange_n(&o->restarted, 0, __ATOMIC_ACQ_REL))
+		return -ECONNRESET;
 	if (fd < 0)
 		return -ENOTCONN;
 	/* The peer never sends on our connection: readable means it closed. */
@@ -790,7 +824,7 @@ static int tcp_check(struct transport *t, int peer)
 	pthread_mutex_lock(&o->lock);
 	out_drop(o);
 	pthread_mutex_unlock(&o->lock);
-	return -ECONNRESET;
+	return -ENOTCONN;
 }
 
 /* Closes PEER's connections into our region and refuses new ones.  Once

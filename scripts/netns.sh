@@ -8,7 +8,8 @@
 #   scripts/netns.sh addr I          address of replica I
 #   scripts/netns.sh name I          namespace name of replica I
 #   scripts/netns.sh exec I CMD...   run CMD inside replica I's namespace
-#   scripts/netns.sh partition I     cut replica I off (its link goes down)
+#   scripts/netns.sh partition I     cut replica I off (its link goes down);
+#                                    I may also be its namespace's name
 #   scripts/netns.sh heal I          reconnect replica I
 #   scripts/netns.sh status          namespaces, addresses, link states
 #   scripts/netns.sh loopback CONF   print CONF with its nodes moved to loopback
@@ -133,6 +134,10 @@ exec)
 	exec ip netns exec "$ns" "$@"
 	;;
 partition | heal)
+	# A namespace name of ours stands for its index.
+	i=${1:-}
+	[[ "$i" == "$PREFIX"* ]] && [[ "${i#"$PREFIX"}" =~ ^[0-9]+$ ]] && i=${i#"$PREFIX"}
+	set -- "$i"
 	index "${1:-}"
 	exists "$1" || die "replica $1 has no namespace (run: $0 up)"
 	ip link set "$(link_name "$1")" "$([ "$cmd" = partition ] && echo down || echo up)"

@@ -82,6 +82,7 @@ VARIANTS=(
 	"wraparound.bats|APUS_TEST_NETNS=tcp-netns"
 	"commit_wait.bats|APUS_TEST_NETNS=tcp-netns"
 	"iothreads.bats|APUS_TEST_NETNS=tcp-netns"
+	"faults.bats|APUS_TEST_NETNS=tcp-netns"
 )
 bats_files=()
 for f in tests/bats/*.bats; do

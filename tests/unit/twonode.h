@@ -50,6 +50,8 @@ static inline void twonode_start_with(struct twonode *c, const char *log_size, c
 	snprintf(path, sizeof(path), "%s/c.conf", c->dir);
 	c->backup = node_start(path, 1, err, sizeof(err));
 	CHECK(c->backup, "backup: %s", err);
+	/* No server here: let the backup execute (replay finds no listener). */
+	__atomic_store_n(&c->backup->ctl->status.app_listening, 1, __ATOMIC_RELEASE);
 	c->leader = node_start(path, 0, err, sizeof(err));
 	CHECK(c->leader, "leader: %s", err);
 	for (int i = 0; i < 5000 && !(__atomic_load_n(&c->leader->connected, __ATOMIC_ACQUIRE) & 2); i++)
