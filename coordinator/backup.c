@@ -20,6 +20,9 @@ struct backup {
 	uint64_t exec_pos, exec_idx;	/* next entry to execute */
 	uint64_t commit;
 	uint64_t last_hb_ns;	/* when we last reported liveness to the leader */
+	uint64_t seen_hb;	/* the leader's heartbeat word as last seen */
+	uint64_t hb_at_ns;	/* when it last moved */
+	int suspected;		/* silent for suspect_ms */
 };
 
 /* Skips the unused tail of a lap (no room for a marker there). */
@@ -136,6 +139,32 @@ static int connect_leader(struct backup *b)
 	return 0;
 }
 
+/* Failure detection: the leader's heartbeat word must keep moving; a
+ * leader silent for suspect_ms is suspected (logged, shown in status).
+ * Only reported for now: the election (issue 4) will act on it. */
+static void watch_leader(struct backup *b, uint64_t now)
+{
+	struct node *n = b->n;
+	uint64_t hb = load64(&n->ctl->lead_hb), age;
+
+	if (hb != b->seen_hb || !b->hb_at_ns) {
+		if (b->suspected)
+			pr_info("leader node %d is alive again (silent for %llu ms)", b->leader,
+				(unsigned long long)((now - b->hb_at_ns) / 1000000));
+		b->seen_hb = hb;
+		b->hb_at_ns = now;
+		b->suspected = 0;
+	}
+	age = (now - b->hb_at_ns) / 1000000;
+	if (!b->suspected && age >= (uint64_t)n->cfg.suspect_ms) {
+		b->suspected = 1;
+		pr_warn("leader node %d suspected: no heartbeat for %llu ms", b->leader,
+			(unsigned long long)age);
+	}
+	n->ctl->status.leader_hb_age_ms = age;
+	n->ctl->status.suspects_leader = (uint32_t)b->suspected;
+}
+
 /* Work is waiting: a new entry landed or commit moved. */
 static int work_pending(struct backup *b)
 {
@@ -160,6 +189,7 @@ void *backup_main(void *arg)
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
 		int progress = 0, waiting_server;
 
+		watch_leader(&b, now_ns());
 		if (!connect_leader(&b)) {
 			node_update_status(n);
 			n->ops->wait(n->tp, n->ops->bell(n->tp), hb_us);

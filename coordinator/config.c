@@ -169,6 +169,12 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_int(p, k, v, 1, 60000, &c->fsync_interval_ms);
 	if (!strcmp(k, "heartbeat_ms"))
 		return parse_int(p, k, v, 1, 10000, &c->heartbeat_ms);
+	if (!strcmp(k, "suspect_ms")) {
+		if (parse_int(p, k, v, 1, 600000, &c->suspect_ms))
+			return -1;
+		c->suspect_line = p->line;
+		return 0;
+	}
 	if (!strcmp(k, "start_timeout_ms"))
 		return parse_int(p, k, v, 100, 600000, &c->start_timeout_ms);
 	if (!strcmp(k, "app_cmd"))
@@ -337,6 +343,16 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 	}
 	if (c->max_entry > c->log_size / 4)
 		c->max_entry = (uint32_t)(c->log_size / 4);
+	/* Ten periods: a loaded 2-core machine misses a few wake-ups in a row. */
+	if (!c->suspect_ms)
+		c->suspect_ms = 10 * c->heartbeat_ms;
+	if (c->suspect_ms < 2 * c->heartbeat_ms) {
+		p.line = c->suspect_line;
+		fail(&p, "suspect_ms (%d) must be at least two heartbeat periods (%d ms)",
+		     c->suspect_ms, 2 * c->heartbeat_ms);
+		goto out;
+	}
+	p.line = 0;
 	if (!c->secret_file[0])
 		strcpy(c->secret_file, "apus.key");
 	if (resolve_path(&p, "secret_file", base, c->secret_file, sizeof(c->secret_file)))

@@ -4,7 +4,8 @@
  *   log_size = 64M            max_entry = 64K
  *   fsync = none|batch|always fsync_interval_ms = 50
  *   commit_wait = read|reply  checker = on|off  divergence = report|unhealthy
- *   heartbeat_ms = 10         start_timeout_ms = 15000
+ *   heartbeat_ms = 10         suspect_ms = 10 x heartbeat_ms
+ *   start_timeout_ms = 15000
  *   app_cmd = redis-server --port {port} ...
  *   secret_file = apus.key    (tcp/rdma peer admission, see admission.h)
  *   [node N]  address = A   app_port = P   peer_port = Q   data_dir = D
@@ -55,6 +56,8 @@ struct apus_config {
 	int checker;		/* hash and compare output (default on) */
 	int divergence;		/* enum divergence_policy */
 	int heartbeat_ms;
+	int suspect_ms;		/* a backup suspects a leader silent this long */
+	int suspect_line;	/* where it was set, for the error message */
 	int start_timeout_ms;
 	char app_cmd[4096];
 	char secret_file[PATH_MAX];	/* absolute after loading */

@@ -47,6 +47,11 @@ struct node_status {
 	uint32_t unhealthy;	/* output diverged and divergence = unhealthy */
 	uint64_t divergences;	/* connections whose output differed from the leader's */
 	char error[128];	/* why the node failed, when role == ROLE_FAILED */
+	/* Backup: how long the leader's heartbeat word has not moved, and
+	 * whether that is longer than suspect_ms (the election's trigger). */
+	uint64_t leader_hb_age_ms;
+	uint32_t suspects_leader;
+	uint32_t pad;
 };
 
 struct region_ctl {

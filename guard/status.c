@@ -96,6 +96,10 @@ int cmd_status(int argc, char **argv)
 			if (r->up)
 				printf(",\"divergences\":%llu,\"healthy\":%s",
 				       (unsigned long long)r->s.divergences, r->s.unhealthy ? "false" : "true");
+			if (r->up && r->s.role == ROLE_BACKUP)
+				printf(",\"suspects_leader\":%s,\"leader_heartbeat_age_ms\":%llu",
+				       r->s.suspects_leader ? "true" : "false",
+				       (unsigned long long)r->s.leader_hb_age_ms);
 			if (r->pid && r->s.role == ROLE_FAILED) {
 				printf(",\"error\":");
 				json_string(r->s.error);
@@ -127,10 +131,14 @@ int cmd_status(int argc, char **argv)
 			       r->pid && r->s.role == ROLE_FAILED ? r->s.error : "");
 			continue;
 		}
-		printf("%-4d %-7s %-22s %8d %12llu %12llu %8llu\n", i, role_name(r), addr, (int)r->pid,
+		printf("%-4d %-7s %-22s %8d %12llu %12llu %8llu", i, role_name(r), addr, (int)r->pid,
 		       (unsigned long long)r->s.commit, (unsigned long long)r->s.applied,
 		       (unsigned long long)(lead_commit > r->s.applied ? lead_commit - r->s.applied
 								: 0));
+		if (r->s.role == ROLE_BACKUP && r->s.suspects_leader)
+			printf("  suspects the leader (no heartbeat for %llu ms)",
+			       (unsigned long long)r->s.leader_hb_age_ms);
+		printf("\n");
 	}
 	return 0;
 }

@@ -55,3 +55,38 @@ function audit_clean() {
 	wait_digests_equal "$CONF" 60
 	audit_clean "$log" part
 }
+
+# wait_suspects NODE WANT - wait (3 s) until NODE's suspects_leader is WANT.
+function wait_suspects() {
+	local i
+	for ((i = 0; i < 30; i++)); do
+		[ "$(status_node "$(status_json)" "$1" suspects_leader)" = "$2" ] && return 0
+		sleep 0.1
+	done
+	fail "node $1: suspects_leader is not $2 after 3 s: $(status_json)"
+}
+
+@test "a paused leader is suspected by every backup after suspect_ms, and trusted again when it runs" {
+	local leader b
+	leader=$(leader_id)
+	"$FAULT" pause --config "$CONF" --node "$leader"
+	PAUSED=$leader
+	for b in $(backups); do
+		wait_suspects "$b" true
+		grep -q "leader node $leader suspected: no heartbeat for" "$(data_dir "$b")/apus.log" ||
+			fail "node $b did not log its suspicion"
+	done
+	"$FAULT" resume --config "$CONF" --node "$leader"
+	PAUSED=
+	for b in $(backups); do
+		wait_suspects "$b" false
+	done
+	run redis-cli -h "$(leader_host)" -p "$(leader_port)" SET after-pause 1
+	assert_eq "$output" OK "SET after the leader resumed"
+}
+
+function teardown() {
+	# Never leave a stopped leader behind a failed test.
+	[ -n "${PAUSED:-}" ] && "$FAULT" resume --config "$CONF" --node "$PAUSED" 2>/dev/null
+	return 0
+}

@@ -197,7 +197,7 @@ function json_nodes() { grep -o '{[^{}]*}' <<<"$1"; }
 # json_field OBJ KEY - a number or string field of a flat JSON object.
 function json_field() {
 	local v
-	v=$(grep -o "\"$2\":\(\"[^\"]*\"\|[-0-9]*\)" <<<"$1" | head -n 1) || return 1
+	v=$(grep -o "\"$2\":\(\"[^\"]*\"\|[-0-9]*\|true\|false\|null\)" <<<"$1" | head -n 1) || return 1
 	v=${v#*:}
 	v=${v#\"}
 	echo "${v%\"}"

@@ -51,6 +51,7 @@ int main(void)
 	CHECK(c.nnodes == 2 && c.log_size == 1 << 20 && c.fsync == FSYNC_ALWAYS && c.heartbeat_ms == 5,
 	      "values");
 	CHECK(!strcmp(c.nodes[1].address, "127.0.0.1"), "default address");
+	CHECK(c.suspect_ms == 50, "suspect_ms defaults to ten heartbeats: %d", c.suspect_ms);
 	CHECK(!strncmp(c.nodes[0].data_dir, "/tmp/", 5) && strstr(c.nodes[0].data_dir, "/rel/n0"),
 	      "relative data_dir not resolved: %s", c.nodes[0].data_dir);
 	CHECK(config_app_cmd(&c, 1, cmd, sizeof(cmd)) == 0 &&
@@ -83,6 +84,7 @@ int main(void)
 	expect_error("transport = tcp\napp_cmd = x\n[node 0]\naddress = db1\napp_port = 1\n"
 		     "peer_port = 2\ndata_dir = /a\n", 3, "not a numeric IPv4/IPv6 address");
 	expect_error(NODES "netns = a/b\n", 5, "not a namespace name");
+	expect_error("heartbeat_ms = 10\nsuspect_ms = 15\n" NODES, 2, "at least two heartbeat periods");
 	expect_error("[node 0]\napp_port = 1\ndata_dir = /a\n", 0, "app_cmd is not set");
 	unlink(path);
 	CHECK(config_load(path, &c, err, sizeof(err)) == -1 && strstr(err, "cannot open"), "%s", err);
