@@ -25,8 +25,15 @@ for p in "${PKGS[@]}"; do
 	installed "$p" || missing+=("$p")
 done
 
+# CRIU for the guard's checkpoints: not fatal, replication works without it.
+install_criu() {
+	bash "$(dirname "$0")/install-criu.sh" ||
+		log "no working CRIU: checkpoints are unavailable (the CRIU tests skip)"
+}
+
 if [ "${#missing[@]}" -eq 0 ]; then
 	log "all packages present (${PKGS[*]}), skipping apt"
+	install_criu
 	exit 0
 fi
 
@@ -70,4 +77,5 @@ for p in "${missing[@]}"; do
 	pkill -x etcd 2>/dev/null || true
 done
 
+install_criu
 log "done"
