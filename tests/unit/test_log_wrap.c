@@ -4,20 +4,6 @@
  * the shm backend and over the tcp backend (loopback). */
 #include "tests/unit/twonode.h"
 
-static int compared;
-
-static void same_on_backup(struct node *leader, uint64_t pos, const struct entry_hdr *e, void *arg)
-{
-	struct node *backup = arg;
-	size_t off = pos % leader->log_size, len = entry_canary_off(e->data_sz) + 8;
-
-	CHECK(entry_check(e, e->idx, leader->log_size - off), "leader entry %llu broken",
-	      (unsigned long long)e->idx);
-	CHECK(!memcmp(leader->log + off + ENTRY_REPLICATED_OFF, backup->log + off + ENTRY_REPLICATED_OFF,
-		      len - ENTRY_REPLICATED_OFF),
-	      "entry %llu differs at offset %zu", (unsigned long long)e->idx, off);
-	compared++;
-}
 
 static void run(const char *transport)
 {
@@ -25,7 +11,7 @@ static void run(const char *transport)
 	static char buf[6000];
 	uint64_t proposed = 0;
 
-	compared = 0;
+	twonode_compared = 0;
 	twonode_start_with(&c, "64K", "4K", "none", transport);
 	srand(3);
 	for (size_t i = 0; i < sizeof(buf); i++)
@@ -37,12 +23,13 @@ static void run(const char *transport)
 
 		CHECK(node_propose(c.leader, ENTRY_RECV, (struct viewstamp){ 0, 1u << 30 }, &iov, 1, len,
 				   NULL) == 0, "propose %d", i);
-		twonode_walk(c.leader, before, c.leader->tail, same_on_backup, c.backup);
+		twonode_walk(c.leader, before, c.leader->tail, twonode_same_on_backup, c.backup);
 		proposed++;
 	}
 	CHECK(c.leader->tail > 20 * c.leader->log_size, "only %llu bytes: the log did not wrap enough",
 	      (unsigned long long)c.leader->tail);
-	CHECK(compared == (int)proposed, "compared %d of %llu", compared, (unsigned long long)proposed);
+	CHECK(twonode_compared == (int)proposed, "compared %d of %llu", twonode_compared,
+	      (unsigned long long)proposed);
 	twonode_settle(&c);
 	twonode_cleanup(&c);
 }

@@ -110,4 +110,23 @@ static inline void twonode_walk(struct node *n, uint64_t from, uint64_t to,
 	}
 }
 
+/* A twonode_walk() visitor: the entry at POS is whole in the leader's log
+ * and byte-identical at the same offset in the backup's (ARG); counts the
+ * entries compared in twonode_compared. */
+static int twonode_compared;
+
+static inline void twonode_same_on_backup(struct node *leader, uint64_t pos,
+					  const struct entry_hdr *e, void *arg)
+{
+	struct node *backup = arg;
+	size_t off = pos % leader->log_size, len = entry_canary_off(e->data_sz) + 8;
+
+	CHECK(entry_check(e, e->idx, leader->log_size - off), "leader entry %llu broken",
+	      (unsigned long long)e->idx);
+	CHECK(!memcmp(leader->log + off + ENTRY_REPLICATED_OFF, backup->log + off + ENTRY_REPLICATED_OFF,
+		      len - ENTRY_REPLICATED_OFF),
+	      "entry %llu differs at offset %zu", (unsigned long long)e->idx, off);
+	twonode_compared++;
+}
+
 #endif
