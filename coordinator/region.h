@@ -98,6 +98,12 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fd)
 const struct region_ctl *region_map_ctl(const struct apus_config *cfg, int node);
 void region_unmap_ctl(const struct region_ctl *ctl);
 
+/* The node's doorbell; read it before checking for work (transport bell()). */
+static inline uint32_t region_bell(struct region_ctl *c)
+{
+	return __atomic_load_n(&c->bell, __ATOMIC_SEQ_CST);
+}
+
 static inline uint64_t load64(const uint64_t *p)
 {
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);

@@ -56,6 +56,7 @@
 #include "futex.h"
 #include "logger.h"
 #include "region.h"
+#include "rxwait.h"
 #include "transport.h"
 
 #define HELLO_MAGIC 0x41505552u	/* "APUR" */
@@ -1206,24 +1207,16 @@ static int rdma_poll(struct transport *t)
 
 static uint32_t rdma_bell(struct transport *t)
 {
-	return __atomic_load_n(&local_ctl(RD(t))->bell, __ATOMIC_SEQ_CST);
+	return region_bell(local_ctl(RD(t)));
 }
 
-static void rdma_wait(struct transport *t, uint32_t seen, int timeout_us)
+/* rx_wait()'s block: arm the receive CQ, then sleep in poll(2) on its
+ * channel, the cm channel and the eventfd until something happens. */
+static int rdma_block(void *arg, int timeout_us)
 {
-	struct rdma_transport *s = RD(t);
-	struct region_ctl *c = local_ctl(s);
-	int saved = errno, got;
-	uint64_t drain;
+	struct rdma_transport *s = arg;
+	int got = poll_locked(s);
 
-	if (rdma_poll(t) || __atomic_load_n(&c->bell, __ATOMIC_SEQ_CST) != seen)
-		goto out;
-	if (pthread_mutex_trylock(&s->rx)) {
-		/* Another thread receives: sleep until it rings. */
-		bell_wait(&c->bell, &c->sleepers, seen, timeout_us);
-		goto out;
-	}
-	got = poll_locked(s);
 	if (!got && !s->armed) {
 		/* Armed, then polled again: a completion that came before the
 		 * arming is found now, any later one raises a channel event. */
@@ -1231,34 +1224,34 @@ static void rdma_wait(struct transport *t, uint32_t seen, int timeout_us)
 			s->armed = 1;
 		got = poll_locked(s);
 	}
-	if (!got && __atomic_load_n(&c->bell, __ATOMIC_SEQ_CST) == seen) {
+	if (!got) {
 		struct pollfd p[3] = {
 			{ s->rch->fd, POLLIN, 0 }, { s->ech->fd, POLLIN, 0 }, { s->evfd, POLLIN, 0 }
 		};
 		poll(p, 3, timeout_us < 1000 ? 1 : timeout_us / 1000);
 		if (p[0].revents)
 			drain_cq_events(s);
-		if (read(s->evfd, &drain, sizeof(drain)) < 0 && errno != EAGAIN)
-			pr_debug("eventfd: %s", strerror(errno));
+		rx_drain(s->evfd);
+		got = poll_locked(s);
 	}
-	pthread_mutex_unlock(&s->rx);
-	rdma_poll(t);
-	/* Hand the receiving over to a sleeper, if any. */
-	if (__atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST))
-		bell_ring(&c->bell, &c->sleepers);
-out:
+	return got;
+}
+
+static void rdma_wait(struct transport *t, uint32_t seen, int timeout_us)
+{
+	struct rdma_transport *s = RD(t);
+	int saved = errno;
+
+	if (!rdma_poll(t) && rdma_bell(t) == seen)
+		rx_wait(&s->rx, local_ctl(s), seen, timeout_us, rdma_block, s);
 	errno = saved;
 }
 
 static void rdma_wake(struct transport *t)
 {
-	struct rdma_transport *s = RD(t);
-	uint64_t one = 1;
 	int saved = errno;
 
-	bell_ring(&local_ctl(s)->bell, &local_ctl(s)->sleepers);
-	if (write(s->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		pr_debug("eventfd: %s", strerror(errno));
+	rx_wake(local_ctl(RD(t)), RD(t)->evfd);
 	errno = saved;
 }
 
@@ -1267,14 +1260,12 @@ static void rdma_wake(struct transport *t)
 static int rdma_fence(struct transport *t, int peer)
 {
 	struct rdma_transport *s = RD(t);
-	uint64_t one = 1;
 	int n = 0;
 
 	if (!valid_peer(s, peer))
 		return -EINVAL;
 	/* The receiving thread may be asleep in poll(2) holding rx: wake it. */
-	if (write(s->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		pr_debug("eventfd: %s", strerror(errno));
+	rx_kick(s->evfd);
 	pthread_mutex_lock(&s->rx);
 	s->fenced |= 1u << peer;
 	for (int i = 0; i < MAX_IN; i++) {

@@ -193,7 +193,7 @@ static int shm_poll(struct transport *t)
 
 static uint32_t shm_bell(struct transport *t)
 {
-	return __atomic_load_n(&ctl_of(SHM(t)->local)->bell, __ATOMIC_SEQ_CST);
+	return region_bell(ctl_of(SHM(t)->local));
 }
 
 static void shm_wait(struct transport *t, uint32_t seen, int timeout_us)

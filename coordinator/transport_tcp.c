@@ -40,6 +40,7 @@
 #include "futex.h"
 #include "logger.h"
 #include "region.h"
+#include "rxwait.h"
 #include "transport.h"
 
 #define HELLO_MAGIC 0x41505553u	/* "APUS" */
@@ -734,7 +735,6 @@ static int in_receive(struct tcp_transport *s, struct tcp_in *in)
 static int rx_events(struct tcp_transport *s, const struct epoll_event *ev, int n)
 {
 	int applied = 0;
-	uint64_t drain;
 
 	for (int i = 0; i < n; i++) {
 		int k = ev[i].data.fd;
@@ -742,8 +742,7 @@ static int rx_events(struct tcp_transport *s, const struct epoll_event *ev, int 
 		if (k == -1) {
 			accept_peers(s);
 		} else if (k == -2) {
-			if (read(s->evfd, &drain, sizeof(drain)) < 0 && errno != EAGAIN)
-				pr_debug("eventfd: %s", strerror(errno));
+			rx_drain(s->evfd);
 		} else if (s->in[k].fd >= 0) {
 			s->in[k].drained = 0;
 			applied += in_receive(s, &s->in[k]);
@@ -770,39 +769,31 @@ static int tcp_poll(struct transport *t)
 
 static uint32_t tcp_bell(struct transport *t)
 {
-	return __atomic_load_n(&local_ctl(TCP(t))->bell, __ATOMIC_SEQ_CST);
+	return region_bell(local_ctl(TCP(t)));
+}
+
+/* rx_wait()'s block: epoll until something arrives, and apply it. */
+static int tcp_block(void *arg, int timeout_us)
+{
+	struct tcp_transport *s = arg;
+	struct epoll_event ev[POLL_EVENTS];
+
+	return rx_events(s, ev, epoll_wait(s->epfd, ev, POLL_EVENTS,
+					   timeout_us < 1000 ? 1 : timeout_us / 1000));
 }
 
 static void tcp_wait(struct transport *t, uint32_t seen, int timeout_us)
 {
 	struct tcp_transport *s = TCP(t);
-	struct region_ctl *c = local_ctl(s);
-	struct epoll_event ev[POLL_EVENTS];
-	int applied;
 
-	if (tcp_poll(t) || __atomic_load_n(&c->bell, __ATOMIC_SEQ_CST) != seen)
+	if (tcp_poll(t) || tcp_bell(t) != seen)
 		return;
-	if (pthread_mutex_trylock(&s->rx)) {
-		/* Another thread receives: sleep until it rings. */
-		bell_wait(&c->bell, &c->sleepers, seen, timeout_us);
-		return;
-	}
-	applied = rx_events(s, ev, epoll_wait(s->epfd, ev, POLL_EVENTS,
-					     timeout_us < 1000 ? 1 : timeout_us / 1000));
-	pthread_mutex_unlock(&s->rx);
-	/* Wake the sleepers: news for them, or the receiving is theirs now. */
-	if (applied || __atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST))
-		bell_ring(&c->bell, &c->sleepers);
+	rx_wait(&s->rx, local_ctl(s), seen, timeout_us, tcp_block, s);
 }
 
 static void tcp_wake(struct transport *t)
 {
-	struct tcp_transport *s = TCP(t);
-	uint64_t one = 1;
-
-	bell_ring(&local_ctl(s)->bell, &local_ctl(s)->sleepers);
-	if (write(s->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		pr_debug("eventfd: %s", strerror(errno));
+	rx_wake(local_ctl(TCP(t)), TCP(t)->evfd);
 }
 
 /* A closed connection alone does not say whether the peer restarted or

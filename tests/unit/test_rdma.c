@@ -288,40 +288,16 @@ static void wrong_key(void)
 
 /* ---- the protocol over rdma -------------------------------------------- */
 
-
 static void wrapping_log(void)
 {
 	struct twonode c;
-	static char buf[6000];
-	char path[128], err[512];
-	uint64_t proposed = 0;
+	char path[128];
 
 	snprintf(c.dir, sizeof(c.dir), "%s", dir);
 	snprintf(path, sizeof(path), "%s/pair.conf", dir);
-	c.backup = node_start(path, 1, err, sizeof(err));
-	CHECK(c.backup, "backup: %s", err);
-	c.leader = node_start(path, 0, err, sizeof(err));
-	CHECK(c.leader, "leader: %s", err);
-	for (int i = 0; i < 10000 && !(__atomic_load_n(&c.leader->connected, __ATOMIC_ACQUIRE) & 2); i++)
-		usleep(1000);
-	CHECK(__atomic_load_n(&c.leader->connected, __ATOMIC_ACQUIRE) & 2, "backup never connected");
-	for (size_t i = 0; i < sizeof(buf); i++)
-		buf[i] = (char)rnd();
-	for (int i = 0; i < 3000; i++) {
-		size_t len = (size_t)(rnd() % 3000) + 1;
-		struct iovec iov = { buf + rnd() % 1000, len };
-		uint64_t before = c.leader->tail;
-
-		CHECK(node_propose(c.leader, ENTRY_RECV, (struct viewstamp){ 0, 1u << 30 }, &iov, 1, len,
-				   NULL) == 0, "propose %d", i);
-		twonode_walk(c.leader, before, c.leader->tail, twonode_same_on_backup, c.backup);
-		proposed++;
-	}
-	CHECK(c.leader->tail > 20 * c.leader->log_size, "only %llu bytes: the log did not wrap enough",
-	      (unsigned long long)c.leader->tail);
-	CHECK(twonode_compared == (int)proposed, "compared %d of %llu", twonode_compared,
-	      (unsigned long long)proposed);
-	twonode_settle(&c);
+	twonode_start_conf(&c, path);
+	srand(3);
+	twonode_wrap(&c, 3000);
 }
 
 /* ---- no device ---------------------------------------------------------- */

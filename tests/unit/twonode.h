@@ -19,6 +19,24 @@ struct twonode {
 	struct node *leader, *backup;
 };
 
+/* Starts node 1 (backup) and node 0 (leader) of the config at PATH and
+ * waits until the leader reached the backup. */
+static inline void twonode_start_conf(struct twonode *c, const char *path)
+{
+	char err[512];
+
+	c->backup = node_start(path, 1, err, sizeof(err));
+	CHECK(c->backup, "backup: %s", err);
+	/* No server here: let the backup execute (replay finds no listener). */
+	__atomic_store_n(&c->backup->ctl->status.app_listening, 1, __ATOMIC_RELEASE);
+	c->leader = node_start(path, 0, err, sizeof(err));
+	CHECK(c->leader, "leader: %s", err);
+	for (int i = 0; i < 10000 && !(__atomic_load_n(&c->leader->connected, __ATOMIC_ACQUIRE) & 2);
+	     i++)
+		usleep(1000);
+	CHECK(__atomic_load_n(&c->leader->connected, __ATOMIC_ACQUIRE) & 2, "backup never connected");
+}
+
 /* Starts the pair; FSYNC is the policy of both ("none", "batch", "always"),
  * TRANSPORT the backend ("shm", "tcp", "rdma": peers on 127.0.0.1, ports from
  * the pid; a fresh cluster key in the directory). */
@@ -27,7 +45,7 @@ static inline void twonode_start_with(struct twonode *c, const char *log_size, c
 {
 	/* Below the ephemeral range, where an outgoing connection may hold a port. */
 	int base = 20000 + (int)(getpid() % 6000) * 2;
-	char path[128], err[512];
+	char path[128];
 	FILE *f;
 
 	strcpy(c->dir, "/tmp/apus-unit-XXXXXX");
@@ -48,15 +66,7 @@ static inline void twonode_start_with(struct twonode *c, const char *log_size, c
 	snprintf(path, sizeof(path), "%s/apus.key", c->dir);
 	CHECK(admit_key_generate(path) == 1, "key file");
 	snprintf(path, sizeof(path), "%s/c.conf", c->dir);
-	c->backup = node_start(path, 1, err, sizeof(err));
-	CHECK(c->backup, "backup: %s", err);
-	/* No server here: let the backup execute (replay finds no listener). */
-	__atomic_store_n(&c->backup->ctl->status.app_listening, 1, __ATOMIC_RELEASE);
-	c->leader = node_start(path, 0, err, sizeof(err));
-	CHECK(c->leader, "leader: %s", err);
-	for (int i = 0; i < 5000 && !(__atomic_load_n(&c->leader->connected, __ATOMIC_ACQUIRE) & 2); i++)
-		usleep(1000);
-	CHECK(__atomic_load_n(&c->leader->connected, __ATOMIC_ACQUIRE) & 2, "backup never connected");
+	twonode_start_conf(c, path);
 }
 
 static inline void twonode_start_fsync(struct twonode *c, const char *log_size,
@@ -110,23 +120,51 @@ static inline void twonode_walk(struct node *n, uint64_t from, uint64_t to,
 	}
 }
 
-/* A twonode_walk() visitor: the entry at POS is whole in the leader's log
- * and byte-identical at the same offset in the backup's (ARG); counts the
- * entries compared in twonode_compared. */
-static int twonode_compared;
+struct twonode_cmp {
+	struct node *backup;
+	int compared;
+};
 
+/* A twonode_walk() visitor: the entry at POS is whole in the leader's log
+ * and byte-identical at the same offset in the backup's. */
 static inline void twonode_same_on_backup(struct node *leader, uint64_t pos,
 					  const struct entry_hdr *e, void *arg)
 {
-	struct node *backup = arg;
+	struct twonode_cmp *cmp = arg;
 	size_t off = pos % leader->log_size, len = entry_canary_off(e->data_sz) + 8;
 
 	CHECK(entry_check(e, e->idx, leader->log_size - off), "leader entry %llu broken",
 	      (unsigned long long)e->idx);
-	CHECK(!memcmp(leader->log + off + ENTRY_REPLICATED_OFF, backup->log + off + ENTRY_REPLICATED_OFF,
-		      len - ENTRY_REPLICATED_OFF),
+	CHECK(!memcmp(leader->log + off + ENTRY_REPLICATED_OFF,
+		      cmp->backup->log + off + ENTRY_REPLICATED_OFF, len - ENTRY_REPLICATED_OFF),
 	      "entry %llu differs at offset %zu", (unsigned long long)e->idx, off);
-	twonode_compared++;
+	cmp->compared++;
+}
+
+/* Wrap-around: ENTRIES entries of random sizes (rand()) through the pair's
+ * log, which must wrap many times.  Every entry sits at the same offset,
+ * byte for byte, in the leader's log and the backup's, and the backup
+ * applies all of them. */
+static inline void twonode_wrap(struct twonode *c, int entries)
+{
+	static char buf[6000];
+	struct twonode_cmp cmp = { c->backup, 0 };
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (char)rand();
+	for (int i = 0; i < entries; i++) {
+		size_t len = (size_t)rand() % 3000 + 1;
+		struct iovec iov = { buf + rand() % 1000, len };
+		uint64_t before = c->leader->tail;
+
+		CHECK(node_propose(c->leader, ENTRY_RECV, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
+				   len, NULL) == 0, "propose %d", i);
+		twonode_walk(c->leader, before, c->leader->tail, twonode_same_on_backup, &cmp);
+	}
+	CHECK(c->leader->tail > 20 * c->leader->log_size,
+	      "only %llu bytes: the log did not wrap enough", (unsigned long long)c->leader->tail);
+	CHECK(cmp.compared == entries, "compared %d of %d", cmp.compared, entries);
+	twonode_settle(c);
 }
 
 #endif
