@@ -1,9 +1,13 @@
-/* The backup's thread: agree (read, check, persist and ack each entry as
- * it lands), learn the commit index, execute committed entries through
- * replay, and report acked/applied positions back to the leader. */
+/* The backup's role loop: follow the leader of the newest view, join it
+ * (it copies us its log from where our server stands and says so in the
+ * sync words), agree (check, persist and ack each entry as it lands),
+ * learn the commit index, execute committed entries through replay, watch
+ * the leader's heartbeat, answer vote requests, and stand for election
+ * when the leader is gone. */
 #define LOG_PREFIX "backup: "
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "futex.h"
@@ -15,45 +19,121 @@
 
 struct backup {
 	struct node *n;
-	int leader;
-	uint64_t pos, expect;		/* next entry to agree on */
-	uint64_t exec_pos, exec_idx;	/* next entry to execute */
+	int leader;		/* whom we follow, -1: nobody */
+	int synced;		/* the leader's sync words for this view arrived */
+	uint64_t pos, expect;	/* next entry to agree on */
+	uint64_t sync_idx;	/* entries after this one must carry our view */
+	uint64_t sync_from, sync_upto;	/* the sync we acted on */
 	uint64_t commit;
 	uint64_t last_hb_ns;	/* when we last reported liveness to the leader */
+	uint64_t join_ns;	/* when we last asked to join */
 	uint64_t seen_hb;	/* the leader's heartbeat word as last seen */
-	uint64_t hb_at_ns;	/* when it last moved */
-	int suspected;		/* silent for suspect_ms */
+	uint64_t hb_at_ns;	/* when it last moved (or we started to follow) */
+	int suspected;		/* silent for suspect_ms, or gone */
+	uint64_t stand_at_ns;	/* when to stand for election if still leaderless */
+	unsigned backoff;	/* failed candidacies in a row */
 };
 
-/* Skips the unused tail of a lap (no room for a marker there). */
-static uint64_t skip_dead_tail(struct node *n, uint64_t pos)
+static void write_leader(struct backup *b, size_t off, const void *val, size_t len)
 {
-	return log_pos_marker_fits(n->log_size, pos) ? pos : log_pos_next_lap(n->log_size, pos);
+	b->n->ops->write(b->n->tp, b->leader, off, val, len);
 }
 
-/* The entry at *POS with index IDX if it is whole, following a WRAP
- * marker to the next lap; NULL if it has not (fully) landed yet. */
-static const struct entry_hdr *entry_at(struct node *n, uint64_t *pos, uint64_t idx)
+/* A random delay of up to two heartbeat periods, doubled per failed
+ * candidacy (capped), so that two suspecting backups rarely stand at the
+ * same moment; the one that does not stand votes for the one that does. */
+static uint64_t backoff_ns(struct backup *b)
 {
-	for (int hop = 0; hop < 2; hop++) {
-		uint64_t p = skip_dead_tail(n, *pos);
-		uint64_t off = p % n->log_size;
-		const struct entry_hdr *e = (const void *)(n->log + off);
+	uint64_t period = (uint64_t)b->n->cfg.heartbeat_ms * 2000000ULL;
+	unsigned shift = b->backoff < 4 ? b->backoff : 4;
 
-		if (!entry_check(e, idx, n->log_size - off))
-			return NULL;
-		if (e->type != ENTRY_WRAP) {
-			*pos = p;
-			return e;
-		}
-		*pos = log_pos_next_lap(n->log_size, p);
+	return (uint64_t)random() % (period << shift) + 1;
+}
+
+/* Starts following LEADER in VIEW: our agreement restarts from what our
+ * server executed, until the leader's copy of its log says more. */
+static void follow(struct backup *b, int leader, uint64_t view, uint64_t now)
+{
+	struct node *n = b->n;
+
+	b->leader = leader;
+	b->synced = 0;
+	b->pos = n->exec_pos;
+	b->expect = n->exec_idx;
+	b->join_ns = 0;
+	b->seen_hb = load64(&n->ctl->lead[leader].hb);
+	b->hb_at_ns = now;
+	b->suspected = 0;
+	b->backoff = 0;
+	if (n->ctl->dur.view != view) {
+		n->ctl->dur.view = view;
+		node_save_durable(n);
 	}
-	return NULL;
+	__atomic_store_n(&n->connected, 0, __ATOMIC_RELEASE);
+	node_set_role(n, ROLE_BACKUP, leader, view);
+	pr_info("following node %d, leader of view %llu", leader, (unsigned long long)view);
 }
 
-static void write_leader(struct backup *b, size_t off, uint64_t val)
+/* Looks for the leader of the newest view in the lead slots. */
+static void find_leader(struct backup *b, uint64_t now)
 {
-	b->n->ops->write(b->n->tp, b->leader, off, &val, 8);
+	struct node *n = b->n;
+	uint64_t view = __atomic_load_n(&n->view, __ATOMIC_ACQUIRE);
+
+	for (int k = 0; k < n->cfg.nnodes; k++) {
+		uint64_t v;
+
+		if (k == n->self || !load64(&n->ctl->lead[k].hb))
+			continue;
+		v = load64(&n->ctl->lead[k].view);
+		if (v > view || (v == view && b->leader != k && b->leader < 0 &&
+				 v >= n->ctl->dur.voted_view)) {
+			follow(b, k, v, now);
+			view = v;
+		}
+	}
+}
+
+/* The leader copied its log to us when the sync words name our view and
+ * incarnation; a new copy (after a lost connection) is taken too. */
+static void take_sync(struct backup *b)
+{
+	struct node *n = b->n;
+	struct sync_words *s = &n->ctl->sync;
+	uint64_t view = load64(&s->view);	/* written last: pairs with the release */
+
+	if (view != __atomic_load_n(&n->view, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&s->inc, __ATOMIC_RELAXED) != n->ctl->incarnation)
+		return;
+	uint64_t from = __atomic_load_n(&s->from_pos, __ATOMIC_RELAXED);
+	uint64_t from_idx = __atomic_load_n(&s->from_idx, __ATOMIC_RELAXED);
+	uint64_t upto = __atomic_load_n(&s->sync_idx, __ATOMIC_RELAXED);
+	if (b->synced && from == b->sync_from && upto == b->sync_upto)
+		return;
+	b->synced = 1;
+	b->sync_from = from;
+	b->sync_upto = upto;
+	b->sync_idx = upto;
+	b->pos = from;
+	b->expect = from_idx;
+	__atomic_or_fetch(&n->connected, 1u << b->leader, __ATOMIC_RELEASE);
+	pr_info("node %d copied us its log from entry %llu to %llu", b->leader,
+		(unsigned long long)from_idx, (unsigned long long)upto);
+}
+
+/* Asks the leader to copy us its log from where our server stands. */
+static void join(struct backup *b, uint64_t now)
+{
+	struct node *n = b->n;
+	struct {
+		uint64_t applied, applied_end, inc, view;
+	} j = { n->exec_idx - 1, n->exec_pos, n->ctl->incarnation, n->view };
+
+	if (b->join_ns && now - b->join_ns < (uint64_t)n->cfg.heartbeat_ms * 1000000ULL)
+		return;
+	b->join_ns = now;
+	write_leader(b, offsetof(struct region_ctl, peer[n->self].join_applied), &j, sizeof(j));
+	n->ops->ring(n->tp, b->leader);
 }
 
 static int agree(struct backup *b)
@@ -63,62 +143,30 @@ static int agree(struct backup *b)
 
 	for (; got < AGREE_BATCH; got++) {
 		uint64_t pos = b->pos;
-		const struct entry_hdr *e = entry_at(n, &pos, b->expect);
+		const struct entry_hdr *e = node_entry_at(n, &pos, b->expect);
 
 		if (!e)
+			break;
+		/* Past the copied log only the current leader's entries count:
+		 * older bytes there are what a previous view left behind. */
+		if (e->idx > b->sync_idx && e->view != n->view)
 			break;
 		size_t sz = entry_size(e->data_sz);
 		node_persist(n, pos, sz);
 		/* The ack: our index into the entry's reply slot in the leader's log. */
 		write_leader(b, node_log_off(n, pos) + offsetof(struct entry_hdr, reply[n->self]),
-			     e->idx);
+			     &e->idx, 8);
 		if (e->committed > b->commit)
 			b->commit = e->committed;
 		b->pos = pos + sz;
 		b->expect++;
 	}
 	if (got) {
-		write_leader(b, offsetof(struct region_ctl, peer[n->self].acked), b->expect - 1);
+		uint64_t acked = b->expect - 1;
+		write_leader(b, offsetof(struct region_ctl, peer[n->self].acked), &acked, 8);
 		n->ops->ring(n->tp, b->leader);
 	}
 	return got;
-}
-
-/* Executes committed entries; returns 1 if it made progress. */
-static int execute(struct backup *b)
-{
-	struct node *n = b->n;
-	int progress = 0;
-
-	/* Replay connects to the server: not before it listens (a restarted
-	 * backup gets the whole log copied before its server is up). */
-	if (!__atomic_load_n(&n->ctl->status.app_listening, __ATOMIC_ACQUIRE))
-		return 0;
-	while (b->exec_idx < b->expect && b->exec_idx <= b->commit) {
-		uint64_t pos = b->exec_pos;
-		const struct entry_hdr *e = entry_at(n, &pos, b->exec_idx);
-
-		if (!e) {
-			pr_err("entry %llu vanished from the log before execution",
-			       (unsigned long long)b->exec_idx);
-			break;
-		}
-		if (!replay_exec(n->replay, e))
-			break;
-		b->exec_pos = pos + entry_size(e->data_sz);
-		b->exec_idx++;
-		progress = 1;
-	}
-	if (progress) {
-		uint64_t applied = b->exec_idx - 1;
-
-		__atomic_store_n(&n->applied, applied, __ATOMIC_RELAXED);
-		/* applied_end first: the leader reads applied as "up to here". */
-		write_leader(b, offsetof(struct region_ctl, peer[n->self].applied_end), b->exec_pos);
-		write_leader(b, offsetof(struct region_ctl, peer[n->self].applied), applied);
-		n->ops->ring(n->tp, b->leader);
-	}
-	return progress;
 }
 
 static int connect_leader(struct backup *b)
@@ -131,7 +179,6 @@ static int connect_leader(struct backup *b)
 	rc = n->ops->connect(n->tp, b->leader);
 	if (rc == 0) {
 		pr_info("reached leader node %d", b->leader);
-		__atomic_or_fetch(&n->connected, 1u << b->leader, __ATOMIC_RELEASE);
 		return 1;
 	}
 	if (rc != -EAGAIN)
@@ -140,14 +187,18 @@ static int connect_leader(struct backup *b)
 }
 
 /* Failure detection: the leader's heartbeat word must keep moving; a
- * leader silent for suspect_ms is suspected (logged, shown in status).
- * Only reported for now: the election (issue 4) will act on it. */
+ * leader silent for suspect_ms, or whose process is gone, is suspected. */
 static void watch_leader(struct backup *b, uint64_t now)
 {
 	struct node *n = b->n;
-	uint64_t hb = load64(&n->ctl->lead_hb), age;
+	uint64_t hb, age;
 
-	if (hb != b->seen_hb || !b->hb_at_ns) {
+	if (b->leader < 0) {
+		n->ctl->status.suspects_leader = 0;
+		return;
+	}
+	hb = load64(&n->ctl->lead[b->leader].hb);
+	if (hb != b->seen_hb) {
 		if (b->suspected)
 			pr_info("leader node %d is alive again (silent for %llu ms)", b->leader,
 				(unsigned long long)((now - b->hb_at_ns) / 1000000));
@@ -158,6 +209,7 @@ static void watch_leader(struct backup *b, uint64_t now)
 	age = (now - b->hb_at_ns) / 1000000;
 	if (!b->suspected && age >= (uint64_t)n->cfg.suspect_ms) {
 		b->suspected = 1;
+		b->stand_at_ns = now + backoff_ns(b);
 		pr_warn("leader node %d suspected: no heartbeat for %llu ms", b->leader,
 			(unsigned long long)age);
 	}
@@ -165,65 +217,110 @@ static void watch_leader(struct backup *b, uint64_t now)
 	n->ctl->status.suspects_leader = (uint32_t)b->suspected;
 }
 
+/* The leader's process is gone (its transport says so): no need to wait
+ * for its heartbeat to go stale. */
+static void leader_gone(struct backup *b, uint64_t now, const char *why)
+{
+	if (!b->suspected) {
+		pr_warn("leader node %d %s", b->leader, why);
+		b->suspected = 1;
+		b->stand_at_ns = now + backoff_ns(b);
+	}
+	__atomic_and_fetch(&b->n->connected, ~(1u << b->leader), __ATOMIC_RELEASE);
+}
+
 /* Work is waiting: a new entry landed or commit moved. */
 static int work_pending(struct backup *b)
 {
 	uint64_t pos = b->pos;
 
-	if (load64(&b->n->ctl->lead_commit) > b->commit && b->exec_idx < b->expect)
+	if (b->leader < 0 || !b->synced)
+		return 0;
+	if (load64(&b->n->ctl->lead[b->leader].commit) > b->commit && b->n->exec_idx < b->expect)
 		return 1;
-	return entry_at(b->n, &pos, b->expect) != NULL;
+	return node_entry_at(b->n, &pos, b->expect) != NULL;
 }
 
-void *backup_main(void *arg)
+/* Without a live leader long enough (and after our back-off): stand. */
+static int time_to_stand(struct backup *b, uint64_t now)
 {
-	struct node *n = arg;
-	struct backup b = { .n = n, .leader = n->leader, .expect = 1, .exec_idx = 1 };
-	int hb_us = n->cfg.heartbeat_ms * 1000;
-	uint64_t idle_since = now_ns();
+	if (b->leader >= 0 && !b->suspected)
+		return 0;
+	return now >= b->stand_at_ns;
+}
 
-	/* A backup serves no clients: it is ready as soon as it runs, and
-	 * reaches the leader whenever the leader comes up. */
+void backup_run(struct node *n)
+{
+	struct backup b = { .n = n, .leader = -1 };
+	int hb_us = n->cfg.heartbeat_ms * 1000;
+	uint64_t now = now_ns(), idle_since = now;
+	int start_leader = __atomic_load_n(&n->leader, __ATOMIC_ACQUIRE);
+
+	srandom((unsigned)(now ^ (uint64_t)n->self * 7919 ^ (uint64_t)getpid()));
+	/* A backup serves no clients: it is ready as soon as it runs. */
 	n->ctl->status.ready = 1;
+	b.stand_at_ns = now + (uint64_t)n->cfg.suspect_ms * 1000000ULL + backoff_ns(&b);
+	if (start_leader >= 0 && start_leader != n->self)
+		follow(&b, start_leader, n->view, now);
 
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
 		int progress = 0, waiting_server;
 
-		watch_leader(&b, now_ns());
-		if (!connect_leader(&b)) {
-			node_update_status(n);
-			n->ops->wait(n->tp, n->ops->bell(n->tp), hb_us);
+		if (node_role(n) == ROLE_LEADER)
+			return;
+		now = now_ns();
+		n->ops->poll(n->tp);
+		find_leader(&b, now);
+		if (election_answer(n, b.leader < 0 || b.suspected)) {
+			b.leader = -1;
+			b.synced = 0;
+			/* Give the candidate time to win and heartbeat. */
+			b.stand_at_ns = now + (uint64_t)n->cfg.suspect_ms * 1000000ULL + backoff_ns(&b);
 			continue;
 		}
-		n->ops->poll(n->tp);
-		progress |= agree(&b) > 0;
-		uint64_t lc = load64(&n->ctl->lead_commit);
-		if (lc > b.commit)
-			b.commit = lc;
-		__atomic_store_n(&n->commit, b.commit, __ATOMIC_RELAXED);
-		progress |= execute(&b);
+		watch_leader(&b, now);
+		if (time_to_stand(&b, now)) {
+			if (election_stand(n))
+				return;
+			b.backoff++;
+			b.leader = -1;
+			b.synced = 0;
+			b.stand_at_ns = now_ns() + backoff_ns(&b);
+			continue;
+		}
+		if (b.leader >= 0 && !b.suspected && connect_leader(&b)) {
+			take_sync(&b);
+			if (!b.synced)
+				join(&b, now);
+			else
+				progress |= agree(&b) > 0;
+		}
+		if (b.leader >= 0 && b.synced) {
+			uint64_t lc = load64(&n->ctl->lead[b.leader].commit);
+			if (lc > b.commit)
+				b.commit = lc;
+			__atomic_store_n(&n->commit, b.commit, __ATOMIC_RELAXED);
+			progress |= node_execute(n, b.commit < b.expect - 1 ? b.commit : b.expect - 1);
+		}
 		/* Turns the server has yet to take, or entries it has no room for. */
 		waiting_server = replay_maintain(n->replay) ||
-				 (b.exec_idx < b.expect && b.exec_idx <= b.commit);
+				 (b.synced && n->exec_idx < b.expect && n->exec_idx <= b.commit);
 
-		uint64_t now = now_ns();
 		if (now - b.last_hb_ns > (uint64_t)hb_us * 1000) {
 			b.last_hb_ns = now;
-			int rc = n->ops->check(n->tp, b.leader);
-			if (rc == -ENOTCONN) {
-				/* Lost, not restarted (as far as we know): reach it again. */
-				__atomic_and_fetch(&n->connected, ~(1u << b.leader), __ATOMIC_RELEASE);
-				continue;
+			if (b.leader >= 0 && !b.suspected) {
+				int rc = n->ops->check(n->tp, b.leader);
+				if (rc == -ENOTCONN) {
+					/* Lost, not restarted (as far as we know): reach it again. */
+					__atomic_and_fetch(&n->connected, ~(1u << b.leader),
+							   __ATOMIC_RELEASE);
+				} else if (rc) {
+					leader_gone(&b, now, "restarted or died");
+				} else {
+					write_leader(&b, offsetof(struct region_ctl, peer[n->self].hb),
+						     &now, 8);
+				}
 			}
-			if (rc != 0) {
-				/* A new leader log starts at entry 1; our server already
-				 * ran the old one.  Rejoining needs log repair (election). */
-				pr_err("leader node %d restarted or died; restart this node to rejoin",
-				       b.leader);
-				__atomic_and_fetch(&n->connected, ~(1u << b.leader), __ATOMIC_RELEASE);
-				break;
-			}
-			write_leader(&b, offsetof(struct region_ctl, peer[n->self].hb), now);
 			n->ctl->status.log_pos = b.pos;
 			node_update_status(n);
 		}
@@ -240,7 +337,10 @@ void *backup_main(void *arg)
 			continue;
 		/* Waiting on the server: look again soon (its reads ring our
 		 * doorbell when we wait for room). */
-		n->ops->wait(n->tp, seen, waiting_server ? 1000 : hb_us);
+		int wait_us = waiting_server || b.leader < 0 ? 1000 : hb_us;
+		/* Stand when our back-off ends, not at the next heartbeat. */
+		if (b.suspected && b.stand_at_ns > now && (b.stand_at_ns - now) / 1000 < (uint64_t)wait_us)
+			wait_us = (int)((b.stand_at_ns - now) / 1000) + 1;
+		n->ops->wait(n->tp, seen, wait_us);
 	}
-	return NULL;
 }

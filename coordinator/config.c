@@ -179,6 +179,8 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_int(p, k, v, 100, 600000, &c->start_timeout_ms);
 	if (!strcmp(k, "app_cmd"))
 		return copy_str(p, k, v, c->app_cmd, sizeof(c->app_cmd));
+	if (!strcmp(k, "leader_hook"))
+		return copy_str(p, k, v, c->leader_hook, sizeof(c->leader_hook));
 	if (!strcmp(k, "app_port"))
 		return parse_int(p, k, v, 1, 65535, default_port);
 	if (!strcmp(k, "secret_file"))

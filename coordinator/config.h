@@ -60,6 +60,7 @@ struct apus_config {
 	int suspect_line;	/* where it was set, for the error message */
 	int start_timeout_ms;
 	char app_cmd[4096];
+	char leader_hook[4096];	/* run (sh -c) on a node when it starts to lead */
 	char secret_file[PATH_MAX];	/* absolute after loading */
 	int nnodes;
 	struct node_conf nodes[APUS_MAX_NODES];	/* nodes[i].id == i */

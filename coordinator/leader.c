@@ -1,23 +1,34 @@
-/* The leader: propose path (design §3 L2-L4), commit, heartbeats, and the
- * start-up copy of the log to a peer that arrives late. */
+/* The leader: propose path (design §3 L2-L4), commit, heartbeats, syncing
+ * backups that join (log repair: they get our log from where their server
+ * stands), the takeover of a newly elected leader (a NOOP of its view, its
+ * own server brought up to date, then clients), and stepping down when a
+ * newer view shows up. */
 #define LOG_PREFIX "leader: "
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "futex.h"
+#include "hook.h"
 #include "logger.h"
 #include "node.h"
+#include "replay.h"
 
-static int peer_connected(struct node *n, int peer)
+static int peer_synced(struct node *n, int peer)
 {
 	return __atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) & (1u << peer);
 }
 
-/* Log before this position may be overwritten: every backup applied it. */
+static int deposed(struct node *n)
+{
+	return node_role(n) != ROLE_LEADER;
+}
+
+/* Log before this position may be overwritten: every backup applied it,
+ * and so did our own server while it catches up after a takeover. */
 static uint64_t leader_reclaim_pos(struct node *n)
 {
-	uint64_t min = UINT64_MAX;
+	uint64_t min = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
 
 	for (int k = 0; k < n->cfg.nnodes; k++)
 		if (k != n->self) {
@@ -25,16 +36,19 @@ static uint64_t leader_reclaim_pos(struct node *n)
 			if (a < min)
 				min = a;
 		}
-	return min == UINT64_MAX ? __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE) : min;
+	if (!__atomic_load_n(&n->serving, __ATOMIC_ACQUIRE) &&
+	    __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED) < min)
+		min = __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED);
+	return min;
 }
 
-/* Tells every peer the commit index; backups keep the largest they saw. */
+/* Tells every synced peer the commit index; backups keep the largest they saw. */
 static void leader_publish_commit(struct node *n, uint64_t commit)
 {
 	for (int k = 0; k < n->cfg.nnodes; k++) {
-		if (k == n->self || !peer_connected(n, k))
+		if (k == n->self || !peer_synced(n, k))
 			continue;
-		n->ops->write(n->tp, k, offsetof(struct region_ctl, lead_commit), &commit, 8);
+		n->ops->write(n->tp, k, offsetof(struct region_ctl, lead[n->self].commit), &commit, 8);
 		n->ops->ring(n->tp, k);
 	}
 }
@@ -46,14 +60,15 @@ static void leader_set_commit(struct node *n, uint64_t idx)
 	while (cur < idx)
 		if (__atomic_compare_exchange_n(&n->commit, &cur, idx, 0, __ATOMIC_ACQ_REL,
 						__ATOMIC_ACQUIRE)) {
-			store64(&n->ctl->lead_commit, idx);
 			leader_publish_commit(n, idx);
 			return;
 		}
 }
 
-/* Commit from the backups' cumulative acks: the quorum-th largest acked
- * index (this node counts with what it has persisted). */
+/* Commit from the synced backups' cumulative acks: the quorum-th largest
+ * acked index (this node counts with what it has persisted).  Entries of
+ * earlier views commit only with the first entry of ours (Raft's rule):
+ * until a majority holds it, another candidate could still win. */
 static void leader_commit_from_peers(struct node *n)
 {
 	uint64_t acked[APUS_MAX_NODES];
@@ -61,7 +76,7 @@ static void leader_commit_from_peers(struct node *n)
 
 	for (int k = 0; k < n->cfg.nnodes; k++)
 		acked[cnt++] = k == n->self ? __atomic_load_n(&n->self_acked, __ATOMIC_ACQUIRE)
-					    : load64(&n->ctl->peer[k].acked);
+			       : peer_synced(n, k) ? load64(&n->ctl->peer[k].acked) : 0;
 	/* Insertion sort, descending: at most 8 values. */
 	for (int i = 1; i < cnt; i++)
 		for (int j = i; j > 0 && acked[j] > acked[j - 1]; j--) {
@@ -69,77 +84,127 @@ static void leader_commit_from_peers(struct node *n)
 			acked[j] = acked[j - 1];
 			acked[j - 1] = t;
 		}
-	leader_set_commit(n, acked[n->quorum - 1]);
+	if (acked[n->quorum - 1] >= n->view_start)
+		leader_set_commit(n, acked[n->quorum - 1]);
 }
 
-/* View, commit and a counter into PEER's control words: one 8-byte write
- * each, so they never tear against the commit word other threads write. */
+/* Commit and a heartbeat into PEER's lead slot for us: the heartbeat
+ * counter and the view as one write, view last. */
 static void leader_heartbeat(struct node *n, int peer, uint64_t hb)
 {
 	uint64_t commit = __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE);
+	uint64_t words[2] = { hb, n->view };
 
-	n->ops->write(n->tp, peer, offsetof(struct region_ctl, lead_view), &n->view, 8);
-	n->ops->write(n->tp, peer, offsetof(struct region_ctl, lead_commit), &commit, 8);
-	n->ops->write(n->tp, peer, offsetof(struct region_ctl, lead_hb), &hb, 8);
+	if (peer_synced(n, peer))
+		n->ops->write(n->tp, peer, offsetof(struct region_ctl, lead[n->self].commit), &commit,
+			      8);
+	n->ops->write(n->tp, peer, offsetof(struct region_ctl, lead[n->self].hb), words,
+		      sizeof(words));
 	n->ops->ring(n->tp, peer);
 }
 
-/* Copies the whole log written so far to PEER, then lets it receive new
- * entries.  Called with n->lock held.  Only possible while nothing was
- * reclaimed: a peer never seen pins reclamation at 0, so this holds. */
-static void leader_connect_peers_locked(struct node *n)
+/* Sends log bytes [pos, pos+len) (from the replicated part of an entry
+ * on) to every synced backup. */
+static void leader_replicate(struct node *n, uint64_t pos, size_t len)
 {
-	for (int k = 0; k < n->cfg.nnodes; k++) {
-		struct peer_slot *ps = &n->ctl->peer[k];
-		int rc;
+	uint64_t off = node_log_off(n, pos) + ENTRY_REPLICATED_OFF;
+	const char *src = n->log + pos % n->log_size + ENTRY_REPLICATED_OFF;
 
-		if (k == n->self || peer_connected(n, k))
+	for (int k = 0; k < n->cfg.nnodes; k++) {
+		if (k == n->self || !peer_synced(n, k))
 			continue;
-		rc = n->ops->connect(n->tp, k);
+		int rc = n->ops->write(n->tp, k, off, src, len - ENTRY_REPLICATED_OFF);
 		if (rc)
-			continue;
-		if (n->tail > n->log_size) {
-			/* Its log starts at entry 1, which we no longer hold: it
-			 * must not pin reclamation while it cannot catch up. */
-			if (ps->applied_end != UINT64_MAX)
-				pr_err("node %d joined after the log wrapped; it needs a checkpoint to catch up",
-				       k);
-			store64(&ps->applied_end, UINT64_MAX);
-			continue;
-		}
-		/* A fresh log on its side: whatever an earlier incarnation
-		 * reported counts for nothing now. */
-		store64(&ps->acked, 0);
-		store64(&ps->applied, 0);
-		store64(&ps->applied_end, 0);
-		if (n->tail)
-			n->ops->write(n->tp, k, REGION_CTL_SIZE, n->log, n->tail);
-		leader_heartbeat(n, k, 0);
-		__atomic_or_fetch(&n->connected, 1u << k, __ATOMIC_RELEASE);
-		pr_info("node %d connected (%llu log bytes copied)", k, (unsigned long long)n->tail);
+			pr_warn("write to node %d failed: %s", k, strerror(-rc));
 	}
 }
 
-/* Notices peers that restarted or died since we reached them. */
+/* Copies log positions [from, to) to PEER, in up to two pieces (the log is
+ * circular).  Called with n->lock held. */
+static void leader_copy(struct node *n, int peer, uint64_t from, uint64_t to)
+{
+	while (from < to) {
+		uint64_t off = from % n->log_size;
+		uint64_t len = to - from < n->log_size - off ? to - from : n->log_size - off;
+
+		n->ops->write(n->tp, peer, REGION_CTL_SIZE + off, n->log + off, len);
+		from += len;
+	}
+}
+
+/* Log repair: a backup that joined our view gets our log from where its
+ * server stands (its own entries beyond may differ: they are overwritten,
+ * and the sync words tell it that only entries of our view may follow). */
+static void leader_sync_peers(struct node *n)
+{
+	for (int k = 0; k < n->cfg.nnodes; k++) {
+		struct peer_slot *ps = &n->ctl->peer[k];
+
+		if (k == n->self || load64(&ps->join_view) != n->view)
+			continue;
+		uint64_t inc = __atomic_load_n(&ps->join_inc, __ATOMIC_RELAXED);
+		if (peer_synced(n, k) && n->peer_inc[k] == inc)
+			continue;
+		if (!n->ops->connected(n->tp, k) && n->ops->connect(n->tp, k))
+			continue;
+		uint64_t applied = __atomic_load_n(&ps->join_applied, __ATOMIC_RELAXED);
+		uint64_t from = __atomic_load_n(&ps->join_applied_end, __ATOMIC_RELAXED);
+
+		pthread_mutex_lock(&n->lock);
+		if (from > n->tail || n->tail - from > n->log_size) {
+			pthread_mutex_unlock(&n->lock);
+			if (n->peer_inc[k] != inc)
+				pr_err("node %d needs entries from %llu on, which this log no longer "
+				       "holds; it needs a checkpoint to catch up",
+				       k, (unsigned long long)applied + 1);
+			n->peer_inc[k] = inc;
+			/* It must not pin reclamation while it cannot catch up. */
+			store64(&ps->applied_end, UINT64_MAX);
+			continue;
+		}
+		store64(&ps->acked, applied);
+		store64(&ps->applied, applied);
+		store64(&ps->applied_end, from);
+		leader_copy(n, k, from, n->tail);
+		struct sync_words s = { from, applied + 1, n->last_idx, inc, n->view };
+		n->ops->write(n->tp, k, offsetof(struct region_ctl, sync), &s, sizeof(s));
+		n->peer_inc[k] = inc;
+		__atomic_or_fetch(&n->connected, 1u << k, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&n->lock);
+		n->ops->ring(n->tp, k);
+		pr_info("node %d joined: copied it entries %llu..%llu (%llu bytes)", k,
+			(unsigned long long)applied + 1, (unsigned long long)n->last_idx,
+			(unsigned long long)(n->tail - from));
+	}
+}
+
+/* Notices peers that restarted or died: a synced one receives nothing
+ * until it joins again; any gets heartbeats again once reached anew. */
 static void leader_check_peers(struct node *n)
 {
 	for (int k = 0; k < n->cfg.nnodes; k++) {
-		if (k == n->self || !peer_connected(n, k) || n->ops->check(n->tp, k) == 0)
+		if (k == n->self || !n->ops->connected(n->tp, k) || n->ops->check(n->tp, k) == 0)
+			continue;
+		if (!peer_synced(n, k))
 			continue;
 		__atomic_and_fetch(&n->connected, ~(1u << k), __ATOMIC_RELEASE);
-		pr_warn("node %d restarted or died: it receives nothing until it is back", k);
+		n->peer_inc[k] = 0;
+		store64(&n->ctl->peer[k].acked, 0);
+		pr_warn("node %d restarted or died: it receives nothing until it joins again", k);
 	}
 }
 
 /* Sleeps on our doorbell until COND(n, arg) holds; spins first.  IDLE, if
- * given, runs before each sleep. */
-static void leader_wait(struct node *n, int (*cond)(struct node *, uint64_t), uint64_t arg,
-			void (*idle)(struct node *))
+ * given, runs before each sleep.  Returns 0, or -EPERM once deposed. */
+static int leader_wait(struct node *n, int (*cond)(struct node *, uint64_t), uint64_t arg,
+		       void (*idle)(struct node *))
 {
 	uint64_t start = now_ns();
 	unsigned spins = 0;
 
 	while (!cond(n, arg)) {
+		if (deposed(n))
+			return -EPERM;
 		if (++spins < 64 || now_ns() - start < n->spin_ns) {
 			cpu_relax();
 			continue;
@@ -148,37 +213,22 @@ static void leader_wait(struct node *n, int (*cond)(struct node *, uint64_t), ui
 			idle(n);
 		uint32_t seen = n->ops->bell(n->tp);
 		if (cond(n, arg))
-			return;
+			return 0;
 		n->ops->wait(n->tp, seen, n->cfg.heartbeat_ms * 1000);
 	}
+	return 0;
 }
 
 static int space_free(struct node *n, uint64_t end)
 {
-	return end - leader_reclaim_pos(n) <= n->log_size;
+	return end - leader_reclaim_pos(n) <= n->log_size || deposed(n);
 }
 
 /* While the log is full: backups apply only what is committed, so keep
- * commit moving, and let a late peer in (it pins reclamation at 0). */
+ * commit moving. */
 static void space_idle(struct node *n)
 {
 	leader_commit_from_peers(n);
-	leader_connect_peers_locked(n);
-}
-
-/* Sends log bytes [pos, pos+len) to every connected backup. */
-static void leader_replicate(struct node *n, uint64_t pos, size_t len)
-{
-	uint64_t off = node_log_off(n, pos) + ENTRY_REPLICATED_OFF;
-	const char *src = n->log + pos % n->log_size + ENTRY_REPLICATED_OFF;
-
-	for (int k = 0; k < n->cfg.nnodes; k++) {
-		if (k == n->self || !peer_connected(n, k))
-			continue;
-		int rc = n->ops->write(n->tp, k, off, src, len - ENTRY_REPLICATED_OFF);
-		if (rc)
-			pr_warn("write to node %d failed: %s", k, strerror(-rc));
-	}
 }
 
 /* Appends one entry (LEN data bytes of IOV from SKIP on).  Called with
@@ -202,6 +252,10 @@ static uint64_t leader_append(struct node *n, struct entry_meta *m, const struct
 		node_persist(n, n->tail, l);
 		leader_replicate(n, n->tail, l);
 	}
+	/* Acks of whatever entry sat here before (a truncated one of another
+	 * view may even have had this index) must not count for this one. */
+	memset(((struct entry_hdr *)(n->log + pos % n->log_size))->reply, 0,
+	       sizeof(((struct entry_hdr *)0)->reply));
 	size_t l = entry_write(n->log + pos % n->log_size, m, iov, iovcnt, skip, len);
 	node_persist(n, pos, l);
 	leader_replicate(n, pos, l);
@@ -225,9 +279,10 @@ static int entry_committed(struct node *n, uint64_t arg)
 	/* Backup k writes our index into reply[k] once it holds the entry;
 	 * a backup acks in log order, so it also holds every earlier one. */
 	for (int k = 0; k < n->cfg.nnodes; k++)
-		if (k != n->self && __atomic_load_n(&w->e->reply[k], __ATOMIC_ACQUIRE) == w->idx)
+		if (k != n->self && peer_synced(n, k) &&
+		    __atomic_load_n(&w->e->reply[k], __ATOMIC_ACQUIRE) == w->idx)
 			votes++;
-	if (votes >= n->quorum) {
+	if (votes >= n->quorum && w->idx >= n->view_start) {
 		leader_set_commit(n, w->idx);
 		return 1;
 	}
@@ -259,7 +314,7 @@ static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
 	pthread_mutex_unlock(&n->lock);
 
 	for (int k = 0; k < n->cfg.nnodes; k++)
-		if (k != n->self && peer_connected(n, k))
+		if (k != n->self && peer_synced(n, k))
 			n->ops->ring(n->tp, k);
 	uint64_t cur = __atomic_load_n(&n->self_acked, __ATOMIC_ACQUIRE);
 	while (cur < m.idx &&
@@ -274,7 +329,7 @@ int node_propose(struct node *n, int type, struct viewstamp conn, const struct i
 {
 	uint64_t last_pos, last_idx;
 
-	if (n->role != ROLE_LEADER)
+	if (!node_serving(n))
 		return -EPERM;
 	last_idx = leader_submit(n, type, conn, iov, iovcnt, len, vs, &last_pos);
 	if (n->cfg.commit_wait == COMMIT_WAIT_REPLY)
@@ -282,8 +337,7 @@ int node_propose(struct node *n, int type, struct viewstamp conn, const struct i
 
 	struct entry_wait w = { last_idx,
 				(const struct entry_hdr *)(n->log + last_pos % n->log_size) };
-	leader_wait(n, entry_committed, (uint64_t)(uintptr_t)&w, NULL);
-	return 0;
+	return leader_wait(n, entry_committed, (uint64_t)(uintptr_t)&w, NULL);
 }
 
 int node_record(struct node *n, int type, const void *data, size_t len)
@@ -291,7 +345,7 @@ int node_record(struct node *n, int type, const void *data, size_t len)
 	struct iovec iov = { (void *)data, len };
 	uint64_t last_pos;
 
-	if (n->role != ROLE_LEADER)
+	if (!node_serving(n))
 		return -EPERM;
 	leader_submit(n, type, (struct viewstamp){ 0, 0 }, &iov, 1, len, NULL, &last_pos);
 	return 0;
@@ -305,48 +359,122 @@ static int all_committed(struct node *n, uint64_t idx)
 	return __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) >= idx;
 }
 
-void node_wait_output(struct node *n)
+int node_wait_output(struct node *n)
 {
 	uint64_t idx = __atomic_load_n(&n->last_idx, __ATOMIC_ACQUIRE);
 
-	if (n->role == ROLE_LEADER && __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) < idx)
-		leader_wait(n, all_committed, idx, NULL);
+	if (deposed(n))
+		return -EPERM;
+	if (__atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) >= idx)
+		return 0;
+	return leader_wait(n, all_committed, idx, NULL);
 }
 
-/* The leader's own thread: connects peers, sends heartbeats (view, commit,
- * a counter), keeps commit moving and the status block fresh. */
-void *leader_main(void *arg)
+/* A newly elected leader: forget what backups reported to an earlier
+ * leader of ours, take the log as it lies, and open the view with a NOOP
+ * (its commit commits everything before it). */
+static void leader_takeover(struct node *n)
 {
-	struct node *n = arg;
+	uint64_t lv, li, end;
+
+	for (int k = 0; k < n->cfg.nnodes; k++) {
+		memset(&n->ctl->peer[k], 0, sizeof(n->ctl->peer[k]));
+		n->peer_inc[k] = 0;
+	}
+	__atomic_store_n(&n->connected, 0, __ATOMIC_RELEASE);
+	node_log_end(n, &lv, &li, &end);
+	pthread_mutex_lock(&n->lock);
+	n->last_idx = li;
+	n->tail = end;
+	n->view_start = li + 1;
+	pthread_mutex_unlock(&n->lock);
+	__atomic_store_n(&n->self_acked, li, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&n->commit, __ATOMIC_RELAXED) < n->exec_idx - 1)
+		__atomic_store_n(&n->commit, n->exec_idx - 1, __ATOMIC_RELEASE);
+	uint64_t last_pos;
+	leader_submit(n, ENTRY_NOOP, (struct viewstamp){ 0, 0 }, NULL, 0, 0, NULL, &last_pos);
+	pr_info("leading view %llu: log ends at entry %llu of view %llu; executing it before serving",
+		(unsigned long long)n->view, (unsigned long long)li, (unsigned long long)lv);
+}
+
+/* A leader of a newer view exists: we lost ours.  Every proposal still
+ * waiting fails (its client gets no answer). */
+static int leader_check_deposed(struct node *n)
+{
+	for (int k = 0; k < n->cfg.nnodes; k++) {
+		uint64_t v = load64(&n->ctl->lead[k].view);
+
+		if (k == n->self || !load64(&n->ctl->lead[k].hb) || v <= n->view)
+			continue;
+		pr_warn("node %d leads view %llu: stepping down from view %llu", k,
+			(unsigned long long)v, (unsigned long long)n->view);
+		n->ctl->dur.view = v;
+		node_save_durable(n);
+		__atomic_store_n(&n->serving, 0, __ATOMIC_RELEASE);
+		node_set_role(n, ROLE_DEPOSED, k, v);
+		return 1;
+	}
+	return 0;
+}
+
+/* Takeover: our own server executes the log up to our NOOP; once it has
+ * taken every turn, clients are welcome. */
+static void leader_catch_up(struct node *n)
+{
+	node_execute(n, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE));
+	if (n->exec_idx <= n->view_start || replay_maintain(n->replay))
+		return;
+	__atomic_store_n(&n->serving, 1, __ATOMIC_RELEASE);
+	pr_info("serving clients as leader of view %llu (executed %llu entries)",
+		(unsigned long long)n->view, (unsigned long long)n->exec_idx - 1);
+	hook_leader_change(n);
+}
+
+/* The leader's role loop: connects peers, syncs those that join, sends
+ * heartbeats (commit, a counter, the view), keeps commit moving and the
+ * status block fresh; after a takeover, first brings its server up to date. */
+void leader_run(struct node *n, int takeover)
+{
 	uint64_t hb = 0;
 	struct timespec period = { n->cfg.heartbeat_ms / 1000,
 				   (long)(n->cfg.heartbeat_ms % 1000) * 1000000 };
-	uint32_t all = ((1u << n->cfg.nnodes) - 1) & ~(1u << n->self);
 
-	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
+	if (takeover)
+		leader_takeover(n);
+	n->ctl->status.ready = 0;
+	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED) && !deposed(n)) {
 		/* Acks may arrive while no proposer waits (commit_wait = reply). */
 		n->ops->poll(n->tp);
 		leader_check_peers(n);
-		if ((__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) & all) != all &&
-		    pthread_mutex_trylock(&n->lock) == 0) {
-			leader_connect_peers_locked(n);
-			pthread_mutex_unlock(&n->lock);
-		}
+		if (leader_check_deposed(n))
+			break;
+		leader_sync_peers(n);
 		leader_commit_from_peers(n);
 		hb++;
 		for (int k = 0; k < n->cfg.nnodes; k++)
-			if (k != n->self && peer_connected(n, k))
+			if (k != n->self && (n->ops->connected(n->tp, k) || !n->ops->connect(n->tp, k)))
 				leader_heartbeat(n, k, hb);
-		__atomic_store_n(&n->applied, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE),
-				 __ATOMIC_RELAXED);
+		int serving = __atomic_load_n(&n->serving, __ATOMIC_ACQUIRE);
+		if (!serving)
+			leader_catch_up(n);
+		else
+			replay_maintain(n->replay);	/* connections of earlier views linger */
+		if (serving)
+			__atomic_store_n(&n->applied, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE),
+					 __ATOMIC_RELAXED);
 		n->ctl->status.log_pos = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
 		n->ctl->status.reclaim_pos = leader_reclaim_pos(n);
-		/* Ready to serve once a majority (counting us) receives entries;
-		 * later peers get the log copied when they arrive. */
-		n->ctl->status.ready = __builtin_popcount(__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) &
-							  all) + 1 >= n->quorum;
+		/* Ready to serve once a majority (counting us) receives entries
+		 * and our server is up to date; later peers join when they can. */
+		n->ctl->status.ready =
+			serving && __builtin_popcount(__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE)) +
+						   1 >= n->quorum;
 		node_update_status(n);
-		nanosleep(&period, NULL);
+		if (serving) {
+			nanosleep(&period, NULL);
+		} else {
+			uint32_t seen = n->ops->bell(n->tp);
+			n->ops->wait(n->tp, seen, 1000);
+		}
 	}
-	return NULL;
 }

@@ -1,5 +1,7 @@
-/* Node life cycle: create the region, open the transport, pick the role of
- * view 0, start the role's thread and the fsync thread. */
+/* Node life cycle: map the region (carrying the durable log over from a
+ * previous run), open the transport, pick the starting role, run the role
+ * thread and the fsync thread; plus what every role shares: the durable
+ * words, the scan of the log's end, and execution of committed entries. */
 #define LOG_PREFIX "node: "
 #include "node.h"
 
@@ -19,6 +21,8 @@
  * a 2-core machine running three replicas it mostly steals that core. */
 #define DEFAULT_SPIN_US 5
 
+void (*node_rebuild_hook)(struct node *n);
+
 static uint64_t realtime_ms(void)
 {
 	struct timespec ts;
@@ -31,13 +35,33 @@ void node_update_status(struct node *n)
 {
 	struct node_status *s = &n->ctl->status;
 
-	s->view = n->view;
-	s->role = n->role;
-	s->leader = n->leader;
+	s->view = __atomic_load_n(&n->view, __ATOMIC_RELAXED);
+	s->role = node_role(n);
+	s->leader = __atomic_load_n(&n->leader, __ATOMIC_RELAXED);
 	s->commit = __atomic_load_n(&n->commit, __ATOMIC_RELAXED);
 	s->applied = __atomic_load_n(&n->applied, __ATOMIC_RELAXED);
 	s->peers_connected = __atomic_load_n(&n->connected, __ATOMIC_RELAXED) | (1u << n->self);
 	store64(&s->updated_ms, realtime_ms());
+}
+
+void node_set_role(struct node *n, int role, int leader, uint64_t view)
+{
+	__atomic_store_n(&n->view, view, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->leader, leader, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->role, role, __ATOMIC_RELEASE);
+	node_update_status(n);
+	/* Proposers waiting for a majority must look at the role again. */
+	n->ops->wake(n->tp);
+}
+
+void node_save_durable(struct node *n)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+
+	/* The control page holds the durable words; a vote must be on disk
+	 * before anyone hears of it. */
+	if (msync(n->region, (size_t)pg, MS_SYNC) < 0)
+		pr_perror("msync of the durable words failed");
 }
 
 /* Makes log bytes [pos, pos+len) durable when fsync = always. */
@@ -55,7 +79,9 @@ void node_persist(struct node *n, uint64_t pos, size_t len)
 		pr_perror("msync of the log failed");
 }
 
-/* fsync = batch: the log reaches the disk at least every interval. */
+/* fsync = batch: the log reaches the disk at least every interval.  msync
+ * of the mapping rather than fdatasync of a descriptor: the transport may
+ * swap the file under the mapping (shm fencing). */
 static void *sync_main(void *arg)
 {
 	struct node *n = arg;
@@ -67,10 +93,98 @@ static void *sync_main(void *arg)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
 		nanosleep(&ts, NULL);
-		if (fdatasync(n->region_fd) < 0)
-			pr_perror("fdatasync of the log failed");
+		if (msync(n->region, n->region_size, MS_SYNC) < 0)
+			pr_perror("msync of the log failed");
 	}
 	return NULL;
+}
+
+/* Skips the unused tail of a lap (no room for a marker there). */
+static uint64_t skip_dead_tail(struct node *n, uint64_t pos)
+{
+	return log_pos_marker_fits(n->log_size, pos) ? pos : log_pos_next_lap(n->log_size, pos);
+}
+
+const struct entry_hdr *node_entry_at(struct node *n, uint64_t *pos, uint64_t idx)
+{
+	for (int hop = 0; hop < 2; hop++) {
+		uint64_t p = skip_dead_tail(n, *pos);
+		uint64_t off = p % n->log_size;
+		const struct entry_hdr *e = (const void *)(n->log + off);
+
+		if (!entry_check(e, idx, n->log_size - off))
+			return NULL;
+		if (e->type != ENTRY_WRAP) {
+			*pos = p;
+			return e;
+		}
+		*pos = log_pos_next_lap(n->log_size, p);
+	}
+	return NULL;
+}
+
+void node_log_end(struct node *n, uint64_t *last_view, uint64_t *last_idx, uint64_t *end_pos)
+{
+	uint64_t pos = n->exec_pos, idx = n->exec_idx, view = n->exec_view;
+
+	for (;;) {
+		uint64_t p = pos;
+		const struct entry_hdr *e = node_entry_at(n, &p, idx);
+
+		if (!e || e->view < view)
+			break;
+		view = e->view;
+		pos = p + entry_size(e->data_sz);
+		idx++;
+	}
+	*last_view = view;
+	*last_idx = idx - 1;
+	*end_pos = pos;
+}
+
+static void report_applied(struct node *n)
+{
+	int leader = __atomic_load_n(&n->leader, __ATOMIC_ACQUIRE);
+	uint64_t applied = n->exec_idx - 1;
+
+	if (leader < 0 || leader == n->self)
+		return;
+	/* applied_end first: the leader reads applied as "up to here". */
+	n->ops->write(n->tp, leader, offsetof(struct region_ctl, peer[n->self].applied_end),
+		      &n->exec_pos, 8);
+	n->ops->write(n->tp, leader, offsetof(struct region_ctl, peer[n->self].applied), &applied, 8);
+	n->ops->ring(n->tp, leader);
+}
+
+int node_execute(struct node *n, uint64_t upto)
+{
+	int progress = 0;
+
+	/* Replay connects to the server: not before it listens (a restarted
+	 * node gets the whole log before its server is up). */
+	if (!__atomic_load_n(&n->ctl->status.app_listening, __ATOMIC_ACQUIRE))
+		return 0;
+	while (n->exec_idx <= upto) {
+		uint64_t pos = n->exec_pos;
+		const struct entry_hdr *e = node_entry_at(n, &pos, n->exec_idx);
+
+		if (!e) {
+			pr_err("entry %llu vanished from the log before execution",
+			       (unsigned long long)n->exec_idx);
+			break;
+		}
+		if (!replay_exec(n->replay, e))
+			break;
+		n->exec_pos = pos + entry_size(e->data_sz);
+		n->exec_view = e->view;
+		n->exec_idx++;
+		progress = 1;
+	}
+	if (progress) {
+		__atomic_store_n(&n->applied, n->exec_idx - 1, __ATOMIC_RELAXED);
+		report_applied(n);
+	}
+	return progress;
 }
 
 static void *role_main(void *arg)
@@ -81,14 +195,59 @@ static void *role_main(void *arg)
 	/* Signals belong to the server's own threads. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	return n->role == ROLE_LEADER ? leader_main(n) : backup_main(n);
+	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
+		switch (node_role(n)) {
+		case ROLE_LEADER:
+			leader_run(n, !__atomic_load_n(&n->serving, __ATOMIC_ACQUIRE));
+			break;
+		case ROLE_DEPOSED:
+			pr_warn("deposed in favour of view %llu: rebuilding this node's server from the log",
+				(unsigned long long)n->view);
+			if (node_rebuild_hook)
+				node_rebuild_hook(n);	/* returns only if it failed */
+			/* No way to rebuild (not inside a server): follow as is. */
+			__atomic_store_n(&n->serving, 0, __ATOMIC_RELEASE);
+			node_set_role(n, ROLE_BACKUP, -1, n->view);
+			break;
+		default:
+			backup_run(n);
+		}
+	}
+	return NULL;
+}
+
+/* The role a starting node takes.  A cluster that never ran starts in
+ * view 0 led by node 0, at once.  A node with a past (a log, a view, a
+ * vote) starts as a backup that knows no leader: it follows whoever leads
+ * a view at least as new, or stands for election when nobody does. */
+static void node_pick_role(struct node *n, int recovered)
+{
+	uint64_t lv, li, end;
+	struct durable *d = &n->ctl->dur;
+
+	node_log_end(n, &lv, &li, &end);
+	if (recovered && (d->view || d->voted_view || li)) {
+		n->view = d->view;
+		n->leader = -1;
+		n->role = ROLE_BACKUP;
+		pr_info("recovered view %llu and a log of %llu entries (last of view %llu); "
+			"rebuilding the server from it",
+			(unsigned long long)d->view, (unsigned long long)li, (unsigned long long)lv);
+		return;
+	}
+	memset(d, 0, sizeof(*d));
+	n->view = 0;
+	n->leader = 0;
+	n->role = n->self == 0 ? ROLE_LEADER : ROLE_BACKUP;
+	n->serving = n->self == 0;	/* nothing to execute first */
+	n->view_start = 1;
 }
 
 struct node *node_start(const char *config_path, int self, char *err, size_t errlen)
 {
 	struct node *n = calloc(1, sizeof(*n));
 	void *base;
-	int rc;
+	int rc, recovered = 0;
 
 	if (!n) {
 		snprintf(err, errlen, "out of memory");
@@ -109,17 +268,16 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 	}
 	n->self = self;
 	n->quorum = config_quorum(&n->cfg);
-	n->view = 0;
-	n->leader = (int)(n->view % (uint64_t)n->cfg.nnodes);
-	n->role = n->leader == self ? ROLE_LEADER : ROLE_BACKUP;
 	n->log_size = n->cfg.log_size;
 	n->spin_ns = DEFAULT_SPIN_US * 1000ULL;
+	n->started_ns = now_ns();
+	n->exec_idx = 1;
 	const char *spin = getenv("APUS_SPIN_US");
 	if (spin && *spin)
 		n->spin_ns = strtoull(spin, NULL, 10) * 1000ULL;
 	pthread_mutex_init(&n->lock, NULL);
 
-	rc = region_create(&n->cfg, self, &base, &n->region_fd);
+	rc = region_create(&n->cfg, self, &base, &n->region_fd, &recovered);
 	if (rc) {
 		snprintf(err, errlen, "cannot create the region in %s: %s",
 			 n->cfg.nodes[self].data_dir, strerror(-rc));
@@ -129,18 +287,19 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 	n->region_size = region_size_for(n->log_size);
 	n->ctl = base;
 	n->log = n->region + REGION_CTL_SIZE;
+	node_pick_role(n, recovered);
 	rc = n->ops->open(&n->cfg, self, n->region, n->region_size, &n->tp);
 	if (rc) {
 		snprintf(err, errlen, "transport %s failed to open: %s", n->ops->name, strerror(-rc));
 		goto fail;
 	}
-	if (n->role == ROLE_BACKUP) {
-		n->replay = replay_new(n);
-		if (!n->replay) {
-			snprintf(err, errlen, "cannot set up replay: out of memory");
-			goto fail;
-		}
+	/* Every node may have to execute the log into its server some day. */
+	n->replay = replay_new(n);
+	if (!n->replay) {
+		snprintf(err, errlen, "cannot set up replay: out of memory");
+		goto fail;
 	}
+	node_save_durable(n);
 	node_update_status(n);
 	if (n->cfg.fsync == FSYNC_BATCH) {
 		if (pthread_create(&n->sync_thread, NULL, sync_main, n)) {
@@ -150,8 +309,7 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 		n->sync_started = 1;
 	}
 	if (pthread_create(&n->thread, NULL, role_main, n)) {
-		snprintf(err, errlen, "cannot start the %s thread",
-			 n->role == ROLE_LEADER ? "leader" : "backup");
+		snprintf(err, errlen, "cannot start the role thread");
 		goto fail;
 	}
 	pr_info("node %d of %d started as %s of view %llu (transport %s, log %llu bytes, fsync %s)",

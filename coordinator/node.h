@@ -1,6 +1,12 @@
 /* One replica: its configuration, region, transport, role and threads.
  * The shim creates exactly one per server process (node_start) and calls
- * node_propose from the server's own threads when it leads. */
+ * node_propose from the server's own threads when it leads.
+ *
+ * Roles (design §6): a node follows the leader of its view as a backup; a
+ * backup that suspects its leader stands for election (election.c); the
+ * winner brings its own server up to date from its log (the takeover),
+ * then serves; a leader that learns of a newer view is deposed and has its
+ * server rebuilt (node_rebuild_hook).  One role thread runs all of it. */
 #ifndef APUS_NODE_H
 #define APUS_NODE_H
 
@@ -20,9 +26,10 @@ struct node {
 	struct apus_config cfg;
 	int self;
 	int quorum;
-	int role;		/* enum node_role */
-	int leader;
-	uint64_t view;
+	int role;		/* atomic: enum node_role */
+	int leader;		/* atomic: leader of `view`, -1 while unknown */
+	uint64_t view;		/* atomic */
+	int serving;		/* atomic: the leader's server is up to date: clients welcome */
 
 	char *region;
 	size_t region_size;
@@ -35,7 +42,8 @@ struct node {
 	const struct transport_ops *ops;
 	int stopping;
 	uint64_t spin_ns;	/* how long a wait spins before it sleeps (APUS_SPIN_US) */
-	pthread_t thread;	/* leader: heartbeats; backup: agree/ack/execute */
+	uint64_t started_ns;
+	pthread_t thread;	/* the role thread */
 	pthread_t sync_thread;	/* fsync = batch */
 	int sync_started;
 
@@ -46,12 +54,25 @@ struct node {
 	uint64_t tail;		/* under lock: next free log position */
 	uint64_t self_acked;	/* atomic: highest index this node persisted */
 	uint64_t commit;	/* atomic */
-	uint32_t connected;	/* atomic bitmap of peers that receive entries */
+	uint64_t view_start;	/* index of this view's first entry: commit counts from there */
+	uint32_t connected;	/* atomic bitmap: leader: peers synced to our log; backup: leader reached */
+	uint64_t peer_inc[APUS_MAX_NODES];	/* leader: incarnation each peer was synced for */
 
-	/* Backup. */
+	/* Execution of committed entries into the local server (any role;
+	 * the role thread only). */
 	struct replay *replay;
 	uint64_t applied;	/* atomic */
+	uint64_t exec_pos, exec_idx, exec_view;	/* next entry to execute; view of the last one */
+
+	/* Elections (election.c; the role thread only). */
+	uint64_t answered[APUS_MAX_NODES];	/* last request of each candidate answered */
+	uint64_t max_seen;	/* highest view any peer told us of */
 };
+
+/* Called (from the role thread) when this node's server must be rebuilt
+ * from the log: a deposed leader's server may have seen what the new view
+ * lost.  The shim re-executes the server; it does not return on success. */
+extern void (*node_rebuild_hook)(struct node *n);
 
 /* Starts node SELF of the cluster in CONFIG_PATH inside this process.
  * Returns the node (its threads running) or NULL with *ERR describing why. */
@@ -60,7 +81,8 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 /* Leader: replicates one inbound event and returns once a majority holds it.
  * ACCEPT names a new connection (CONN is ignored; the entry's viewstamp is
  * returned in *VS); RECV carries LEN bytes from IOV; CLOSE ends CONN.
- * Returns 0, or -EPERM when this node does not lead. */
+ * Returns 0, or -EPERM when this node does not lead (or was deposed while
+ * it waited: then nothing may be answered). */
 int node_propose(struct node *n, int type, struct viewstamp conn,
 		 const struct iovec *iov, int iovcnt, size_t len, struct viewstamp *vs);
 
@@ -68,19 +90,58 @@ int node_propose(struct node *n, int type, struct viewstamp conn,
  * it to commit (the checker's output checkpoints).  0 or -EPERM. */
 int node_record(struct node *n, int type, const void *data, size_t len);
 
-/* Leader with commit_wait = reply: returns once everything proposed so far
- * is committed, so a reply never reveals state a failover could lose. */
-void node_wait_output(struct node *n);
+/* Leader with commit_wait = reply: returns 0 once everything proposed so
+ * far is committed, so a reply never reveals state a failover could lose;
+ * -EPERM if the node was deposed first (the reply must not leave). */
+int node_wait_output(struct node *n);
 
-/* Internal, shared by node.c, leader.c and backup.c. */
-void *leader_main(void *arg);
-void *backup_main(void *arg);
+/* Whether the node takes application clients now (leads and is serving). */
+static inline int node_serving(struct node *n)
+{
+	return __atomic_load_n(&n->role, __ATOMIC_ACQUIRE) == ROLE_LEADER &&
+	       __atomic_load_n(&n->serving, __ATOMIC_ACQUIRE);
+}
+
+/* --- Internal, shared by the coordinator's files --- */
+
+/* Role loops: each returns when the role changes (or the node stops). */
+void leader_run(struct node *n, int takeover);
+void backup_run(struct node *n);
 void node_update_status(struct node *n);
 void node_persist(struct node *n, uint64_t pos, size_t len);
+/* Writes the durable words (view, vote) and waits until they are on disk. */
+void node_save_durable(struct node *n);
+void node_set_role(struct node *n, int role, int leader, uint64_t view);
+
+/* The entry at *POS with index IDX if it is whole, following a WRAP marker
+ * to the next lap; NULL if it has not (fully) landed yet. */
+const struct entry_hdr *node_entry_at(struct node *n, uint64_t *pos, uint64_t idx);
+
+/* The end of this node's log as it lies now, scanning forward from the
+ * executed prefix: the last entry's view and index and the position past
+ * it.  Views never decrease along a log, so bytes of an older pass that
+ * follow the real end are never taken for entries. */
+void node_log_end(struct node *n, uint64_t *last_view, uint64_t *last_idx, uint64_t *end_pos);
+
+/* Executes entries exec_idx..UPTO of the local log through replay; returns
+ * 1 if it made progress.  Reports applied positions to the leader (when
+ * it is not the leader itself). */
+int node_execute(struct node *n, uint64_t upto);
+
+/* election.c.  Answers the vote requests in our region; MAY_VOTE says
+ * whether we are without a live leader.  Returns 1 if it granted one. */
+int election_answer(struct node *n, int may_vote);
+/* Stands for the next view; returns 1 when this node won (it then leads). */
+int election_stand(struct node *n);
 
 static inline uint64_t node_log_off(const struct node *n, uint64_t pos)
 {
 	return REGION_CTL_SIZE + pos % n->log_size;
+}
+
+static inline int node_role(struct node *n)
+{
+	return __atomic_load_n(&n->role, __ATOMIC_ACQUIRE);
 }
 
 #endif

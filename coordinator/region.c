@@ -12,7 +12,48 @@
 
 #include "logger.h"
 
-int region_create(const struct apus_config *cfg, int node, void **base, int *fdp)
+/* Copies the log and the durable words of the region file at PATH (if it
+ * is a valid region of SIZE bytes for NODE) into the new mapping M.  Only
+ * the file's data extents are copied: a mostly empty log stays sparse.
+ * Returns 1 if it carried something over, 0 if there was nothing usable. */
+static int region_carry_over(const char *path, int node, size_t size, char *m)
+{
+	struct region_ctl old;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ok = 0;
+	struct stat st;
+	off_t pos = REGION_CTL_SIZE;
+
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) < 0 || (size_t)st.st_size != size ||
+	    pread(fd, &old, sizeof(old), 0) != (ssize_t)sizeof(old) || old.magic != REGION_MAGIC ||
+	    old.version != REGION_VERSION || old.node != (uint32_t)node ||
+	    old.region_size != size)
+		goto out;
+	while (pos < (off_t)size) {
+		off_t data = lseek(fd, pos, SEEK_DATA), hole;
+
+		if (data < 0)
+			break;	/* ENXIO: no more data */
+		hole = lseek(fd, data, SEEK_HOLE);
+		if (hole < 0 || hole > (off_t)size)
+			hole = (off_t)size;
+		for (off_t at = data; at < hole;) {
+			ssize_t k = pread(fd, m + at, (size_t)(hole - at), at);
+			if (k <= 0)
+				goto out;
+			at += k;
+		}
+		pos = hole;
+	}
+	((struct region_ctl *)m)->dur = old.dur;
+	ok = 1;
+out:
+	close(fd);
+	return ok;
+}
+
+int region_create(const struct apus_config *cfg, int node, void **base, int *fdp, int *recovered)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 32];
 	size_t size = region_size_for(cfg->log_size);
@@ -25,7 +66,8 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fdp
 		return -ENAMETOOLONG;
 	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
 	/* Built under a temporary name and renamed into place: a peer that
-	 * opens the path always finds a complete control page. */
+	 * opens the path always finds a complete control page, and one that
+	 * still maps the previous file sees a new inode (a restart). */
 	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		err = -errno;
@@ -44,6 +86,7 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fdp
 		goto fail;
 	}
 	ctl = m;
+	*recovered = region_carry_over(path, node, size, m);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ctl->version = REGION_VERSION;
 	ctl->node = (uint32_t)node;

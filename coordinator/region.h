@@ -14,11 +14,18 @@
 #include "config.h"
 
 #define REGION_MAGIC 0x314e475253555041ULL	/* "APUSRGN1" */
-#define REGION_VERSION 1
+#define REGION_VERSION 2
 #define REGION_CTL_SIZE 4096
 #define REGION_FILE "apus.region"
 
-enum node_role { ROLE_DOWN = 0, ROLE_LEADER = 1, ROLE_BACKUP = 2, ROLE_FAILED = 3 };
+enum node_role {
+	ROLE_DOWN = 0,
+	ROLE_LEADER = 1,
+	ROLE_BACKUP = 2,
+	ROLE_FAILED = 3,
+	ROLE_CANDIDATE = 4,	/* standing for election */
+	ROLE_DEPOSED = 5,	/* a leader that learned of a newer view: rebuilding */
+};
 
 /* What a backup reports about itself into the leader's region. */
 struct peer_slot {
@@ -26,7 +33,58 @@ struct peer_slot {
 	uint64_t applied;	/* highest index executed on its server */
 	uint64_t applied_end;	/* log position just past the last applied entry */
 	uint64_t hb;		/* bumped with every report */
-	uint64_t pad[4];
+	/* Join: "I follow you in join_view; copy me your log from my
+	 * applied_end on".  One write, join_view last. */
+	uint64_t join_applied;
+	uint64_t join_applied_end;
+	uint64_t join_inc;	/* the backup's region incarnation */
+	uint64_t join_view;
+};
+
+/* What node k writes into every peer's region while it leads view `view`:
+ * one slot per writer, so a deposed leader can never overwrite the words
+ * of its successor.  hb and view go as one write, view last. */
+struct lead_slot {
+	uint64_t commit;
+	uint64_t hb;
+	uint64_t view;
+	uint64_t pad;
+};
+
+/* Written by the leader into a backup's region once it copied its log
+ * there from `from_pos` on: entries up to sync_idx are the leader's, any
+ * later one must carry `view`.  One write, view last. */
+struct sync_words {
+	uint64_t from_pos;
+	uint64_t from_idx;
+	uint64_t sync_idx;
+	uint64_t inc;		/* the backup incarnation this copy was made for */
+	uint64_t view;
+};
+
+/* A candidate's vote request, written by candidate k into elect[k] of
+ * every peer.  One write, view last. */
+struct elect_req {
+	uint64_t last_view;	/* of the candidate's last log entry */
+	uint64_t last_idx;
+	uint64_t view;		/* the view it stands for */
+};
+
+/* A voter's answer, written by voter k into vote[k] of the candidate:
+ * `granted` is the view it votes for this candidate in (0: refused);
+ * `seen` the highest view the voter knows, so a candidate behind learns it. */
+struct vote_slot {
+	uint64_t seen;
+	uint64_t granted;
+};
+
+/* Written by this node only and kept across restarts (the region file is
+ * the durable state); a vote is on disk before it is sent. */
+struct durable {
+	uint64_t view;		/* the view this node last led or followed */
+	uint64_t voted_view;	/* highest view it voted in (for itself or another) */
+	uint64_t voted_for;
+	uint64_t pad;
 };
 
 /* Written by this node only, read by the CLI. */
@@ -64,14 +122,22 @@ struct region_ctl {
 	uint64_t incarnation;	/* differs on every start of the node */
 	uint64_t pad0[2];
 
-	/* Written by the leader into each backup's region. */
-	uint64_t lead_view;
-	uint64_t lead_commit;
-	uint64_t lead_hb;
-	uint64_t pad1[5];
+	struct durable dur;
+
+	/* lead[k]: written by node k while it leads. */
+	struct lead_slot lead[APUS_MAX_NODES];
+	struct sync_words sync;
 
 	/* Written by backup k into the leader's region. */
 	struct peer_slot peer[APUS_MAX_NODES];
+
+	/* Elections: elect[k] written by candidate k, vote[k] by voter k. */
+	struct elect_req elect[APUS_MAX_NODES];
+	struct vote_slot vote[APUS_MAX_NODES];
+
+	/* shm fencing: the incarnation of node k whose writes this region
+	 * refuses (0: none); see transport_shm.c. */
+	uint64_t fenced_inc[APUS_MAX_NODES];
 
 	/* Doorbell: a writer bumps `bell` after its writes landed and wakes
 	 * sleepers; see transport_shm.c. */
@@ -89,14 +155,31 @@ static inline size_t region_size_for(uint64_t log_size)
 	return REGION_CTL_SIZE + log_size;
 }
 
-/* Creates a fresh region for NODE (replacing any old one) and maps it.
- * Returns 0 with *BASE / *FD set, or -errno. */
-int region_create(const struct apus_config *cfg, int node, void **base, int *fd);
+/* Maps a new incarnation of NODE's region: the log and the durable words
+ * of the region file a previous process left (when it is valid and of the
+ * configured size) are kept, everything else starts afresh.  The new file
+ * is built aside and renamed into place, so peers still mapping the old
+ * one see a restart.  Returns 0 with *BASE / *FD set and *RECOVERED = 1 if
+ * an old region was carried over, or -errno. */
+int region_create(const struct apus_config *cfg, int node, void **base, int *fd,
+		  int *recovered);
 
 /* Maps NODE's region file read-only (just the control page) for inspection.
  * Returns the mapping or NULL with errno set.  Unmap with region_unmap_ctl. */
 const struct region_ctl *region_map_ctl(const struct apus_config *cfg, int node);
 void region_unmap_ctl(const struct region_ctl *ctl);
+
+/* The name `apus status` shows for a role. */
+static inline const char *role_label(int role)
+{
+	switch (role) {
+	case ROLE_LEADER: return "leader";
+	case ROLE_BACKUP: return "backup";
+	case ROLE_CANDIDATE: return "candidate";
+	case ROLE_DEPOSED: return "deposed";
+	default: return "down";
+	}
+}
 
 /* The node's doorbell; read it before checking for work (transport bell()). */
 static inline uint32_t region_bell(struct region_ctl *c)

@@ -396,6 +396,30 @@ static int exec_close(struct replay *r, const struct entry_hdr *e)
 	return 1;
 }
 
+/* A new view begins: the connections of earlier views ended with their
+ * leader (their clients reconnect to the new one), so every replica closes
+ * them here, at the same point of the log. */
+static int exec_noop(struct replay *r, const struct entry_hdr *e)
+{
+	for (int b = 0; b < NBUCKETS; b++)
+		while (r->buckets[b]) {
+			struct rconn *c = r->buckets[b];
+
+			if (!c->dead) {
+				if (sched_full(r))
+					return 0;	/* resumed with the connections left */
+				sched_push(r, c->tap, ENTRY_CLOSE, 0);
+				shutdown(c->sock, SHUT_WR);
+			}
+			conn_unhash(r, c);
+			c->closed_ns = now_ns();
+			c->next = r->closing;
+			r->closing = c;
+		}
+	(void)e;
+	return 1;
+}
+
 /* The leader's output checkpoints. */
 static int exec_hash(struct replay *r, const struct entry_hdr *e)
 {
@@ -433,6 +457,9 @@ int replay_exec(struct replay *r, const struct entry_hdr *e)
 		break;
 	case ENTRY_HASH:
 		done = exec_hash(r, e);
+		break;
+	case ENTRY_NOOP:
+		done = exec_noop(r, e);
 		break;
 	default:
 		done = 1;

@@ -1,10 +1,22 @@
 /* shm backend: replicas on one host.  A peer's region is its region file,
  * mapped MAP_SHARED; a write is a copy followed by a release store of the
- * last word, the doorbell is a futex in the peer's control page. */
+ * last word, the doorbell is a futex in the peer's control page.
+ *
+ * Fencing.  Peers copy straight into our file mapping, so the only way to
+ * refuse a peer's writes is to take the file away from it: fence() builds
+ * a copy of our region with fenced_inc[peer] set, renames it over our
+ * region path and maps it in place of the old one (same address, same
+ * incarnation).  The fenced process, if it ever runs again, writes into the
+ * old file, which nobody reads any more; its check() finds the new file
+ * refusing it and its connect() is refused.  Every other peer's check()
+ * finds a new file of the same incarnation and follows it silently.  A
+ * restart of the fenced node has a new incarnation and is admitted. */
 #define LOG_PREFIX "shm: "
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -18,12 +30,17 @@
 #include "region.h"
 #include "transport.h"
 
+/* Mappings retired and not yet unmapped, per peer: a peer may swap its
+ * file (fencing) or restart more than once within RETIRE_NS. */
+#define RETIRED_MAX 4
+
 struct shm_peer {
 	char *base;		/* atomic: other threads may be writing through it */
 	size_t size;
 	ino_t ino;		/* the region file we mapped: a restarted peer makes a new one */
-	char *retired;		/* the mapping before a disconnection, unmapped later */
-	uint64_t retired_ns;
+	char *retired[RETIRED_MAX];	/* earlier mappings, unmapped later */
+	uint64_t retired_ns[RETIRED_MAX];
+	int refused;		/* the peer fenced us: said once */
 };
 
 /* How long a retired mapping stays: longer than any write in flight. */
@@ -40,6 +57,9 @@ struct shm_transport {
 	int self;
 	char *local;
 	size_t local_size;
+	/* The file behind LOCAL, which fence() replaces (0: none found). */
+	dev_t local_dev;
+	ino_t local_ino;
 	struct shm_peer peers[APUS_MAX_NODES];
 };
 
@@ -54,6 +74,8 @@ static int shm_open_ep(const struct apus_config *cfg, int self, void *region, si
 		       struct transport **out)
 {
 	struct shm_transport *s = calloc(1, sizeof(*s));
+	char path[PATH_MAX];
+	struct stat st;
 
 	if (!s)
 		return -ENOMEM;
@@ -62,6 +84,13 @@ static int shm_open_ep(const struct apus_config *cfg, int self, void *region, si
 	s->self = self;
 	s->local = region;
 	s->local_size = size;
+	/* REGION is the mapping of this file (region_create() just put it
+	 * there); fence() checks it still is before replacing it. */
+	if (config_node_path(cfg, self, REGION_FILE, path, sizeof(path)) == 0 &&
+	    stat(path, &st) == 0) {
+		s->local_dev = st.st_dev;
+		s->local_ino = st.st_ino;
+	}
 	*out = &s->t;
 	return 0;
 }
@@ -75,9 +104,18 @@ static int owner_alive(const struct region_ctl *ctl)
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
 }
 
-static int shm_connect(struct transport *t, int peer)
+/* PEER's region (control page CTL) refuses this incarnation of ours. */
+static int fenced_by(struct shm_transport *s, const struct region_ctl *ctl)
 {
-	struct shm_transport *s = SHM(t);
+	uint64_t inc = ctl_of(s->local)->incarnation;
+
+	return inc && load64(&ctl->fenced_inc[s->self]) == inc;
+}
+
+/* Maps the region file now at PEER's path.  Returns 0 with *MP and *INO
+ * set, -EAGAIN if there is no live region of PEER there (yet), or -errno. */
+static int map_peer(struct shm_transport *s, int peer, char **mp, ino_t *ino)
+{
 	size_t want = region_size_for(s->cfg->log_size);
 	char path[PATH_MAX];
 	struct region_ctl *ctl;
@@ -85,8 +123,6 @@ static int shm_connect(struct transport *t, int peer)
 	void *m;
 	int fd;
 
-	if (peer_base(&s->peers[peer]))
-		return 0;
 	if (config_node_path(s->cfg, peer, REGION_FILE, path, sizeof(path)))
 		return -ENAMETOOLONG;
 	fd = open(path, O_RDWR | O_CLOEXEC);
@@ -107,42 +143,115 @@ static int shm_connect(struct transport *t, int peer)
 		munmap(m, want);
 		return -EAGAIN;
 	}
-	s->peers[peer].size = want;
-	s->peers[peer].ino = st.st_ino;
-	/* Pairs with the acquire load in peer_base(). */
-	__atomic_store_n(&s->peers[peer].base, (char *)m, __ATOMIC_RELEASE);
+	*mp = m;
+	*ino = st.st_ino;
 	return 0;
 }
 
-/* Another thread may be in the middle of a write through the mapping:
- * it is retired, and unmapped only once it has been retired long enough. */
-static void shm_disconnect(struct shm_peer *p)
+/* Returns 0 connected, -EAGAIN not yet, -EACCES if PEER fenced this
+ * incarnation of ours (it never admits it again: only a restart of this
+ * node, with a new incarnation, is), or another -errno. */
+static int shm_connect(struct transport *t, int peer)
 {
-	uint64_t now = now_ns();
+	struct shm_transport *s = SHM(t);
+	struct shm_peer *p = &s->peers[peer];
+	char *m;
+	ino_t ino;
+	int rc;
 
-	if (p->retired && now - p->retired_ns > RETIRE_NS) {
-		munmap(p->retired, p->size);
-		p->retired = NULL;
+	if (peer_base(p))
+		return 0;
+	rc = map_peer(s, peer, &m, &ino);
+	if (rc)
+		return rc;
+	if (fenced_by(s, ctl_of(m))) {
+		munmap(m, region_size_for(s->cfg->log_size));
+		if (!p->refused)
+			pr_warn("node %d fenced this incarnation of node %d: it takes no writes from it",
+				peer, s->self);
+		p->refused = 1;
+		return -EACCES;
 	}
-	if (!p->retired) {
-		p->retired = p->base;
-		p->retired_ns = now;
-	}	/* else: two restarts within a second; the older mapping is kept for good */
-	__atomic_store_n(&p->base, NULL, __ATOMIC_RELEASE);
+	p->refused = 0;
+	p->size = region_size_for(s->cfg->log_size);
+	p->ino = ino;
+	/* Pairs with the acquire load in peer_base(). */
+	__atomic_store_n(&p->base, m, __ATOMIC_RELEASE);
+	return 0;
 }
 
+/* Takes mapping M out of use: another thread may be in the middle of a
+ * write through it, so it is unmapped only once retired for RETIRE_NS. */
+static void shm_retire(struct shm_peer *p, char *m)
+{
+	uint64_t now = now_ns();
+	int slot = -1;
+
+	for (int i = 0; i < RETIRED_MAX; i++) {
+		if (p->retired[i] && now - p->retired_ns[i] > RETIRE_NS) {
+			munmap(p->retired[i], p->size);
+			p->retired[i] = NULL;
+		}
+		if (!p->retired[i] && slot < 0)
+			slot = i;
+	}
+	if (slot >= 0) {
+		p->retired[slot] = m;
+		p->retired_ns[slot] = now;
+	}	/* else: that many restarts or swaps within a second; M is kept for good */
+}
+
+static void shm_disconnect(struct shm_peer *p)
+{
+	char *m = p->base;
+
+	__atomic_store_n(&p->base, NULL, __ATOMIC_RELEASE);
+	shm_retire(p, m);
+}
+
+/* 0: still the incarnation we reached (which may have swapped its file);
+ * -ECONNRESET: it restarted or died, or fenced us, which to the protocol
+ * is a lost peer too. */
 static int shm_check(struct transport *t, int peer)
 {
 	struct shm_transport *s = SHM(t);
 	struct shm_peer *p = &s->peers[peer];
-	char path[PATH_MAX];
+	char path[PATH_MAX], *base = peer_base(p), *m;
 	struct stat st;
+	ino_t ino;
 
-	if (!peer_base(p))
+	if (!base)
 		return -ENOTCONN;
-	if (config_node_path(s->cfg, peer, REGION_FILE, path, sizeof(path)) == 0 &&
-	    stat(path, &st) == 0 && st.st_ino == p->ino && owner_alive(ctl_of(p->base)))
-		return 0;
+	if (config_node_path(s->cfg, peer, REGION_FILE, path, sizeof(path)) ||
+	    stat(path, &st) < 0)
+		goto reset;
+	if (st.st_ino == p->ino) {
+		if (owner_alive(ctl_of(base)))
+			return 0;
+		goto reset;
+	}
+	/* Another file.  Of another incarnation: PEER restarted.  Of the same
+	 * one: PEER swapped its file to fence some node, and unless that node
+	 * is us we follow it there (what we wrote since the swap into the old
+	 * file is lost: see swap_region()). */
+	if (map_peer(s, peer, &m, &ino))
+		goto reset;
+	if (ctl_of(m)->incarnation != ctl_of(base)->incarnation) {
+		munmap(m, p->size);
+		goto reset;
+	}
+	if (fenced_by(s, ctl_of(m))) {
+		munmap(m, p->size);
+		pr_warn("node %d fenced this incarnation of node %d: it takes no writes from it",
+			peer, s->self);
+		p->refused = 1;
+		goto reset;
+	}
+	p->ino = ino;
+	__atomic_store_n(&p->base, m, __ATOMIC_RELEASE);
+	shm_retire(p, base);
+	return 0;
+reset:
 	shm_disconnect(p);
 	return -ECONNRESET;
 }
@@ -210,13 +319,273 @@ static void shm_wake(struct transport *t)
 	bell_ring(&c->bell, &c->sleepers);
 }
 
+/* The incarnation of PEER to fence: the one we reached if we are
+ * connected, else the one whose region file is there now.  Returns 0 with
+ * *INC = 0 when that process is not running (a dead process writes
+ * nothing: the common case, a killed leader), or -errno. */
+static int fence_target(struct shm_transport *s, int peer, uint64_t *inc)
+{
+	char *base = peer_base(&s->peers[peer]);
+	const struct region_ctl *ctl;
+
+	*inc = 0;
+	if (base) {
+		if (owner_alive(ctl_of(base)))
+			*inc = ctl_of(base)->incarnation;
+		return 0;
+	}
+	ctl = region_map_ctl(s->cfg, peer);
+	if (!ctl)
+		return errno == ENOENT || errno == EINVAL ? 0 : -errno;
+	if (ctl->node == (uint32_t)peer && owner_alive(ctl))
+		*inc = ctl->incarnation;
+	region_unmap_ctl(ctl);
+	return 0;
+}
+
+/* Copies bytes [FROM, TO) of file IN to the same offsets of OUT. */
+static int copy_range(int in, int out, off_t from, off_t to)
+{
+	static const size_t chunk = 1 << 20;
+	char *buf = NULL;
+
+	while (from < to) {
+		off64_t a = from, b = from;
+		ssize_t k = copy_file_range(in, &a, out, &b, (size_t)(to - from), 0);
+
+		if (k <= 0) {
+			if (k == 0)
+				return -EIO;	/* IN is shorter than it said */
+			if (errno != EXDEV && errno != EINVAL && errno != ENOSYS &&
+			    errno != EOPNOTSUPP)
+				return -errno;
+			break;	/* no in-kernel copy here: through a buffer */
+		}
+		from += k;
+	}
+	if (from < to && !(buf = malloc(chunk)))
+		return -ENOMEM;
+	while (from < to) {
+		size_t len = (size_t)(to - from) < chunk ? (size_t)(to - from) : chunk;
+		ssize_t k;
+
+		errno = 0;
+		k = pread(in, buf, len, from);
+		if (k <= 0 || pwrite(out, buf, (size_t)k, from) != k) {
+			int err = errno ? errno : EIO;	/* 0: end of file, or a short write */
+
+			free(buf);
+			return -err;
+		}
+		from += k;
+	}
+	free(buf);
+	return 0;
+}
+
+/* Copies the SIZE bytes of file IN to OUT, data extents only: the holes
+ * of a mostly empty log stay holes in the copy. */
+static int copy_extents(int in, int out, off_t size)
+{
+	off_t pos = 0;
+
+	while (pos < size) {
+		off_t data = lseek(in, pos, SEEK_DATA), hole;
+		int rc;
+
+		if (data < 0 && errno == ENXIO)
+			break;	/* nothing but a hole is left */
+		if (data < 0) {
+			data = pos;	/* no SEEK_DATA here: all of it */
+			hole = size;
+		} else {
+			hole = lseek(in, data, SEEK_HOLE);
+			if (hole < 0 || hole > size)
+				hole = size;
+		}
+		rc = copy_range(in, out, data, hole);
+		if (rc)
+			return rc;
+		pos = hole;
+	}
+	return 0;
+}
+
+/* Points every descriptor of this process still open on the file OLD at
+ * file descriptor FD instead: the node keeps its region file open for
+ * fdatasync() (fsync = batch), which must go on syncing the file we map. */
+static void repoint_fds(const struct stat *old, int fd)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	if (!d) {
+		pr_perror("cannot list /proc/self/fd: syncing the region may go to the old file");
+		return;
+	}
+	while ((e = readdir(d))) {
+		int k = atoi(e->d_name), flags;
+		struct stat st;
+
+		if (e->d_name[0] == '.' || k == dirfd(d) || k == fd || fstat(k, &st) < 0 ||
+		    st.st_dev != old->st_dev || st.st_ino != old->st_ino)
+			continue;
+		flags = fcntl(k, F_GETFD);
+		if (dup3(fd, k, flags >= 0 && (flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+			pr_perror("cannot point descriptor %d at the new region file", k);
+	}
+	closedir(d);
+}
+
+/* Replaces our region file with a copy that refuses incarnation INC of
+ * PEER, and maps the copy where the old file was.
+ *
+ * What peers write into the old file after it was copied is lost: the
+ * fence comes with an election, when the only messages in flight are
+ * election messages, which candidates and voters repeat until answered;
+ * a write racing with the swap and landing in the old file is harmless by
+ * design.  What other threads of ours write into the region between its
+ * copy and the remap is lost too (the control page is copied last, so for
+ * it that is microseconds; for the log, the whole copy): the caller must
+ * not have them writing the region meanwhile.  A thread asleep on our
+ * doorbell is woken (the futex word moves with the file). */
+static int swap_region(struct shm_transport *s, int peer, uint64_t inc)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	union {
+		struct region_ctl c;
+		char b[REGION_CTL_SIZE];
+	} page;
+	struct stat st, nst;
+	int in = -1, out = -1, rc = 0;
+	void *m;
+
+	if (config_node_path(s->cfg, s->self, REGION_FILE, path, sizeof(path)))
+		return -ENAMETOOLONG;
+	snprintf(tmp, sizeof(tmp), "%s.%d.fence", path, (int)getpid());
+	in = open(path, O_RDONLY | O_CLOEXEC);
+	if (in < 0 || fstat(in, &st) < 0) {
+		rc = -errno;
+		pr_perror("cannot open our region file %s", path);
+		goto out;
+	}
+	if (st.st_dev != s->local_dev || st.st_ino != s->local_ino ||
+	    (size_t)st.st_size != s->local_size) {
+		pr_err("%s is not the region file we map: cannot fence node %d", path, peer);
+		rc = -ESTALE;
+		goto out;
+	}
+	out = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (out < 0) {
+		rc = -errno;
+		pr_perror("cannot create %s", tmp);
+		goto out;
+	}
+	/* The copy goes file to file (the mapping's pages are the file's), so
+	 * it reads exactly what our mapping shows. */
+	if (ftruncate(out, (off_t)s->local_size) < 0) {
+		rc = -errno;
+		pr_perror("cannot size %s", tmp);
+		goto fail;
+	}
+	rc = copy_extents(in, out, (off_t)s->local_size);
+	if (rc) {
+		errno = -rc;
+		pr_perror("cannot copy our region into %s", tmp);
+		goto fail;
+	}
+	if (s->cfg->fsync != FSYNC_NONE && fdatasync(out) < 0) {
+		rc = -errno;
+		pr_perror("cannot sync %s", tmp);
+		goto fail;
+	}
+	/* The control page once more, last: our own threads keep updating it
+	 * (status, votes).  The fence word goes in before the file has its
+	 * name, so no peer ever maps this file without seeing it. */
+	if (pread(in, page.b, sizeof(page.b), 0) != (ssize_t)sizeof(page.b)) {
+		rc = -EIO;
+		pr_err("cannot read back our control page");
+		goto fail;
+	}
+	page.c.fenced_inc[peer] = inc;
+	if (pwrite(out, page.b, sizeof(page.b), 0) != (ssize_t)sizeof(page.b) ||
+	    (s->cfg->fsync != FSYNC_NONE && fdatasync(out) < 0)) {
+		rc = errno ? -errno : -EIO;
+		pr_perror("cannot write the control page of %s", tmp);
+		goto fail;
+	}
+	if (rename(tmp, path) < 0) {
+		rc = -errno;
+		pr_perror("cannot rename %s to %s", tmp, path);
+		goto fail;
+	}
+	/* From here on peers that connect or check find the new file.  Map it
+	 * where the old one was: MAP_FIXED replaces the mapping in one step,
+	 * so every thread of ours reads and writes the new file from its next
+	 * access on, through the same pointers. */
+	m = mmap(s->local, s->local_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, out, 0);
+	if (m == MAP_FAILED) {
+		rc = -errno;
+		pr_perror("cannot map the new region file over the old one");
+		goto out;
+	}
+	if (s->cfg->fsync != FSYNC_NONE) {
+		int dfd;
+
+		if (config_node_path(s->cfg, s->self, ".", tmp, sizeof(tmp)) == 0 &&
+		    (dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+			if (fsync(dfd) < 0)
+				pr_perror("cannot sync %s", tmp);
+			close(dfd);
+		}
+	}
+	/* Threads asleep on our doorbell sleep on the old file's word (a
+	 * shared futex is keyed by the file's page): wake them. */
+	m = mmap(NULL, REGION_CTL_SIZE, PROT_READ, MAP_SHARED, in, 0);
+	if (m != MAP_FAILED) {
+		futex_wake_all(&ctl_of(m)->bell);
+		munmap(m, REGION_CTL_SIZE);
+	}
+	close(in);
+	in = -1;
+	repoint_fds(&st, out);
+	if (fstat(out, &nst) == 0) {
+		s->local_dev = nst.st_dev;
+		s->local_ino = nst.st_ino;
+	}
+	goto out;
+fail:
+	unlink(tmp);
+out:
+	if (out >= 0)
+		close(out);
+	if (in >= 0)
+		close(in);
+	return rc;
+}
+
+/* Stops PEER's current incarnation from writing into our region; see the
+ * top of this file.  Our incarnation does not change: we are the same
+ * process.  Fencing an incarnation fenced already does nothing. */
 static int shm_fence(struct transport *t, int peer)
 {
-	(void)t;
-	(void)peer;
-	/* Peers write straight into our file mapping; fencing needs a new
-	 * region incarnation and comes with leader election. */
-	return -ENOTSUP;
+	struct shm_transport *s = SHM(t);
+	uint64_t start = now_ns(), inc;
+	int rc;
+
+	if (peer < 0 || peer >= s->cfg->nnodes || peer == s->self)
+		return -EINVAL;
+	rc = fence_target(s, peer, &inc);
+	if (rc || !inc)
+		return rc;
+	if (load64(&ctl_of(s->local)->fenced_inc[peer]) == inc)
+		return 0;
+	rc = swap_region(s, peer, inc);
+	if (rc)
+		return rc;
+	pr_info("fenced node %d (incarnation %llu): region file swapped in %.2f ms", peer,
+		(unsigned long long)inc, (double)(now_ns() - start) / 1e6);
+	return 0;
 }
 
 static void shm_close(struct transport *t)
@@ -226,8 +595,9 @@ static void shm_close(struct transport *t)
 	for (int i = 0; i < APUS_MAX_NODES; i++) {
 		if (s->peers[i].base)
 			munmap(s->peers[i].base, s->peers[i].size);
-		if (s->peers[i].retired)
-			munmap(s->peers[i].retired, s->peers[i].size);
+		for (int j = 0; j < RETIRED_MAX; j++)
+			if (s->peers[i].retired[j])
+				munmap(s->peers[i].retired[j], s->peers[i].size);
 	}
 	free(s);
 }

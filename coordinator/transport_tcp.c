@@ -10,11 +10,17 @@
  * Admission (admission.h): before any frame is applied, the connecting
  * peer must come from the configured address of the node it claims to be
  * and both sides prove the cluster secret:
- *   C -> A  hello     {magic, version, from, to, nonce_c}
+ *   C -> A  hello     {magic, version, from, to, nonce_c, C's incarnation}
  *   A -> C  challenge {nonce_a, HMAC(key, "apus-tcp-accept", from, to, nonce_c, nonce_a)}
  *   C -> A  proof     {HMAC(key, "apus-tcp-connect", from, to, nonce_a, nonce_c)}
  *   A -> C  welcome   {magic, A's incarnation}
- * then frames.  A fenced peer's connections are closed and refused. */
+ * then frames.  An incarnation is random per open(): one per process.
+ *
+ * Fencing is per incarnation (tcp_fence): the fenced peer's connections are
+ * closed and the incarnation that runs now is refused; a later incarnation
+ * (the node restarted) is admitted again, which lifts the fence.  An
+ * incarnation counts only once its connection proved the secret, so an
+ * impostor cannot lift a fence by making one up. */
 #define LOG_PREFIX "tcp: "
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,6 +30,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +51,7 @@
 #include "transport.h"
 
 #define HELLO_MAGIC 0x41505553u	/* "APUS" */
-#define HELLO_VERSION 1
+#define HELLO_VERSION 2	/* 2: the hello carries the connector's incarnation */
 #define MAX_IN 16
 #define IN_BUF 16384
 #define OUT_BUF 8192
@@ -54,12 +61,19 @@
 #define SEND_TIMEOUT_S 1
 #define REFUSED_BURST 20	/* refusals logged at once before one a second */
 
+/* Every field at a fixed offset, no padding: the acceptor reads it as
+ * bytes off the wire. */
 struct hello {
 	uint32_t magic;
 	uint16_t version;
 	uint8_t from, to;
 	uint8_t nonce[ADMIT_NONCE_LEN];
+	uint64_t incarnation;	/* the connector's (never 0): what fence() refuses */
 };
+_Static_assert(offsetof(struct hello, nonce) == 8 &&
+		       offsetof(struct hello, incarnation) == 8 + ADMIT_NONCE_LEN &&
+		       sizeof(struct hello) == 16 + ADMIT_NONCE_LEN,
+	       "hello layout");
 
 struct welcome {
 	uint32_t magic, pad;
@@ -92,6 +106,7 @@ struct tcp_in {		/* a peer writing into our region */
 		struct frame hdr;
 	} u;
 	uint8_t nonce_c[ADMIT_NONCE_LEN], nonce_a[ADMIT_NONCE_LEN];
+	uint64_t inc;	/* the incarnation its hello gave */
 	uint64_t last;	/* the frame's last word, stored last */
 	/* Small frames (acks, control words) arrive many to a segment: one
 	 * recv fills this buffer and they are parsed from it. */
@@ -127,8 +142,14 @@ struct tcp_transport {
 	int lfd, epfd, evfd;
 	pthread_mutex_t rx;	/* one receiver at a time */
 	struct admit_key key;
-	uint64_t incarnation;	/* ours, sent in every welcome */
-	uint32_t fenced;	/* bit per peer whose writes we refuse */
+	uint64_t incarnation;	/* ours, sent in every hello and welcome */
+	/* Fencing, under rx: a bit per fenced peer, and the incarnation of it
+	 * that the fence refuses (0: none was known; see tcp_fence). */
+	uint32_t fenced;
+	uint64_t fenced_inc[APUS_MAX_NODES];
+	/* Atomic: each peer's incarnation as we last learned it from a proven
+	 * connection, its own (admitted) or ours (its welcome); 0: never. */
+	uint64_t peer_inc[APUS_MAX_NODES];
 	uint64_t refused_log_ns;	/* refusal log budget: a burst, then one a second */
 	unsigned refused_tokens;
 	unsigned refused_quiet;	/* refusals not logged since */
@@ -303,7 +324,8 @@ static int recv_timed(struct tcp_transport *s, int fd, void *buf, size_t len, in
 /* Our side of the admission handshake on a connected socket. */
 static const char *prove(struct tcp_transport *s, int fd, int peer)
 {
-	struct hello h = { HELLO_MAGIC, HELLO_VERSION, (uint8_t)s->self, (uint8_t)peer, { 0 } };
+	struct hello h = { HELLO_MAGIC, HELLO_VERSION, (uint8_t)s->self, (uint8_t)peer, { 0 },
+			   s->incarnation };
 	struct challenge ch;
 	uint8_t proof[ADMIT_MAC_LEN];
 	struct welcome w;
@@ -329,6 +351,8 @@ static const char *prove(struct tcp_transport *s, int fd, int peer)
 	if (o->incarnation && o->incarnation != w.incarnation)
 		o->restarted = 1;
 	o->incarnation = w.incarnation;
+	/* Also what a fence of PEER refuses if it never wrote to us. */
+	__atomic_store_n(&s->peer_inc[peer], w.incarnation, __ATOMIC_RELAXED);
 	return NULL;
 }
 
@@ -512,9 +536,10 @@ static void refuse(struct tcp_transport *s, struct tcp_in *in, const char *fmt, 
 	in_close(s, in);
 }
 
-static int is_fenced(struct tcp_transport *s, int peer)
+/* Whether INC is the incarnation of PEER that a fence refuses; under rx. */
+static int is_fenced(struct tcp_transport *s, int peer, uint64_t inc)
 {
-	return (__atomic_load_n(&s->fenced, __ATOMIC_ACQUIRE) >> peer) & 1;
+	return (s->fenced >> peer) & 1 && inc == s->fenced_inc[peer];
 }
 
 static void accept_peers(struct tcp_transport *s)
@@ -555,7 +580,7 @@ static int in_hello(struct tcp_transport *s, struct tcp_in *in)
 	const struct hello *h = &in->u.hello;
 	struct challenge ch;
 
-	if (h->magic != HELLO_MAGIC || h->version != HELLO_VERSION) {
+	if (h->magic != HELLO_MAGIC || h->version != HELLO_VERSION || !h->incarnation) {
 		refuse(s, in, "not an apus peer (bad hello)");
 		return -1;
 	}
@@ -569,11 +594,14 @@ static int in_hello(struct tcp_transport *s, struct tcp_in *in)
 		       s->cfg->nodes[h->from].address);
 		return -1;
 	}
-	if (is_fenced(s, h->from)) {
+	/* Refused before the challenge; a new incarnation is judged once it
+	 * proved the secret (in_proof). */
+	if (is_fenced(s, h->from, h->incarnation)) {
 		refuse(s, in, "node %u is fenced", h->from);
 		return -1;
 	}
 	memcpy(in->nonce_c, h->nonce, sizeof(in->nonce_c));
+	in->inc = h->incarnation;
 	in->peer = -1 - h->from;	/* claimed, not yet proven */
 	if (admit_nonce(ch.nonce)) {
 		refuse(s, in, "no random numbers");
@@ -604,11 +632,24 @@ static int in_proof(struct tcp_transport *s, struct tcp_in *in)
 		refuse(s, in, "claims to be node %d but does not know the cluster secret", peer);
 		return -1;
 	}
+	if (is_fenced(s, peer, in->inc)) {	/* fenced since its hello */
+		refuse(s, in, "node %d is fenced", peer);
+		return -1;
+	}
 	if (send(in->fd, &welcome, sizeof(welcome), MSG_DONTWAIT | MSG_NOSIGNAL) !=
 	    (ssize_t)sizeof(welcome)) {
 		refuse(s, in, "hung up during the handshake");
 		return -1;
 	}
+	/* A proven incarnation other than the fenced one: the node restarted
+	 * (the fenced process is gone), and the new one may write again.  The
+	 * fenced one's connections were closed by the fence. */
+	if ((s->fenced >> peer) & 1) {
+		s->fenced &= ~(1u << peer);
+		s->fenced_inc[peer] = 0;
+		pr_info("node %d restarted (new incarnation): fence lifted", peer);
+	}
+	__atomic_store_n(&s->peer_inc[peer], in->inc, __ATOMIC_RELAXED);
 	/* One connection per writer: an older one from the same peer is stale. */
 	for (int i = 0; i < MAX_IN; i++)
 		if (&s->in[i] != in && s->in[i].fd >= 0 && s->in[i].peer == peer)
@@ -715,7 +756,9 @@ static int in_receive(struct tcp_transport *s, struct tcp_in *in)
 		}
 		if (in->got < sizeof(in->u.hdr) + in->u.hdr.len)
 			continue;
-		if (is_fenced(s, in->peer)) {
+		/* A guard: fence() closes the fenced incarnation's connections
+		 * under rx, so none of them gets here. */
+		if (is_fenced(s, in->peer, in->inc)) {
 			in_close(s, in);
 			return applied;
 		}
@@ -818,23 +861,40 @@ static int tcp_check(struct transport *t, int peer)
 	return -ENOTCONN;
 }
 
-/* Closes PEER's connections into our region and refuses new ones.  Once
- * this returns, nothing more from PEER lands: frames are applied only under
- * the rx lock, after checking the fenced bit. */
+/* Closes PEER's connections into our region and refuses its incarnation
+ * that runs now: the last one we learned from a proven connection, either
+ * way.  Once this returns, nothing more from it lands: frames are applied
+ * only under the rx lock, and its connections are closed under it.  A
+ * different incarnation that proves the secret later is the node
+ * restarted: it is admitted and the fence lifted (in_proof).  If we never
+ * learned PEER's incarnation (it never reached us nor we it), the fence
+ * refuses none in particular: it only drops handshakes under way, and the
+ * first incarnation admitted lifts it, since we cannot tell the process
+ * that runs now from a later one. */
 static int tcp_fence(struct transport *t, int peer)
 {
 	struct tcp_transport *s = TCP(t);
+	uint64_t inc;
 
 	if (peer < 0 || peer >= s->cfg->nnodes || peer == s->self)
 		return -EINVAL;
-	__atomic_or_fetch(&s->fenced, 1u << peer, __ATOMIC_SEQ_CST);
 	tcp_wake(t);	/* shortens a receiver's epoll wait */
 	pthread_mutex_lock(&s->rx);
+	/* Bit and incarnation change together under rx: an admission never
+	 * sees one without the other. */
+	inc = __atomic_load_n(&s->peer_inc[peer], __ATOMIC_RELAXED);
+	s->fenced |= 1u << peer;
+	s->fenced_inc[peer] = inc;
 	for (int i = 0; i < MAX_IN; i++)
 		if (s->in[i].fd >= 0 && (s->in[i].peer == peer || s->in[i].peer == -1 - peer))
 			in_close(s, &s->in[i]);
 	pthread_mutex_unlock(&s->rx);
-	pr_info("node %d fenced: its writes are refused", peer);
+	if (inc)
+		pr_info("node %d fenced: writes of its incarnation %016llx are refused", peer,
+			(unsigned long long)inc);
+	else
+		pr_info("node %d fenced: its connections are closed (its incarnation is unknown: "
+			"the next one admitted lifts the fence)", peer);
 	return 0;
 }
 

@@ -228,11 +228,6 @@ static pid_t spawn(const struct apus_config *cfg, int node, const char *lib)
 	return pid;
 }
 
-static const char *role_name(int role)
-{
-	return role == ROLE_LEADER ? "leader" : role == ROLE_BACKUP ? "backup" : "down";
-}
-
 int cmd_start(int argc, char **argv)
 {
 	struct cli c;
@@ -308,7 +303,7 @@ int cmd_start(int argc, char **argv)
 				ok = s->ready && s->app_listening;
 			}
 			if (ok) {
-				printf("node %d started: %s, pid %d, app %s:%d\n", i, role_name(s->role),
+				printf("node %d started: %s, pid %d, app %s:%d\n", i, role_label(s->role),
 				       (int)pids[i], c.cfg.nodes[i].address, c.cfg.nodes[i].app_port);
 				want[i] = 0;
 				count--;

@@ -26,7 +26,7 @@ static const char *role_name(const struct row *r)
 {
 	if (!r->up)
 		return "down";
-	return r->s.role == ROLE_LEADER ? "leader" : r->s.role == ROLE_BACKUP ? "backup" : "down";
+	return role_label(r->s.role);
 }
 
 static void json_string(const char *s)
@@ -65,11 +65,14 @@ int cmd_status(int argc, char **argv)
 		memcpy(&r->s, &ctl->status, sizeof(r->s));
 		region_unmap_ctl(ctl);
 		r->up = r->pid && r->s.pid == (uint64_t)r->pid;
-		if (r->up && r->s.role != ROLE_FAILED && r->s.view >= view) {
+		if (r->up && r->s.role != ROLE_FAILED && r->s.view >= view)
 			view = r->s.view;
-			leader = r->s.leader;
-		}
 	}
+	/* The leader is the node that says it leads the newest view; during
+	 * an election there is none. */
+	for (int i = 0; i < c.cfg.nnodes; i++)
+		if (rows[i].up && rows[i].s.role == ROLE_LEADER && rows[i].s.view == view)
+			leader = i;
 	if (leader >= 0 && rows[leader].up && rows[leader].s.role == ROLE_LEADER)
 		lead_commit = rows[leader].s.commit;
 

@@ -73,11 +73,19 @@ static int admit(int fd)
 		refuse(fd, "descriptor out of range");
 		return -1;
 	}
-	if (n->role == ROLE_LEADER) {
+	/* Our own replay connections first: any node may be replaying (a new
+	 * leader executes its log before it serves). */
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+	struct replay_tap *tap = NULL;
+
+	if (getpeername(fd, (struct sockaddr *)&peer, &len) == 0 && port_of(&peer) > 0)
+		tap = replay_tap_claim(n->replay, fd, &peer, (uint16_t)port_of(&peer));
+	if (!tap && node_serving(n)) {
 		struct viewstamp vs;
 
 		if (node_propose(n, ENTRY_ACCEPT, (struct viewstamp){ 0, 0 }, NULL, 0, 0, &vs)) {
-			refuse(fd, "not the leader");
+			refuse(fd, "this node was deposed");
 			return -1;
 		}
 		s->conn = vs;
@@ -86,17 +94,17 @@ static int admit(int fd)
 		s->kind = FD_CLIENT;
 		return 0;
 	}
-	struct sockaddr_storage peer;
-	socklen_t len = sizeof(peer);
-	struct replay_tap *tap = NULL;
-
-	if (getpeername(fd, (struct sockaddr *)&peer, &len) == 0 && port_of(&peer) > 0)
-		tap = replay_tap_claim(n->replay, fd, &peer, (uint16_t)port_of(&peer));
 	if (!tap) {
-		char why[64];
+		char why[96];
+		int leader = __atomic_load_n(&n->leader, __ATOMIC_ACQUIRE);
 
-		snprintf(why, sizeof(why), "this node is a backup; the leader is node %d",
-			 n->leader);
+		if (leader == n->self)
+			snprintf(why, sizeof(why), "this node was just elected and is catching up");
+		else if (leader >= 0)
+			snprintf(why, sizeof(why), "this node is a backup; the leader is node %d",
+				 leader);
+		else
+			snprintf(why, sizeof(why), "no leader yet (election under way)");
 		refuse(fd, why);
 		return -1;
 	}

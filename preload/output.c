@@ -3,6 +3,8 @@
  * commit).  With the checker on, what the server wrote to each replicated
  * client is hashed, and the leader logs a checkpoint at every OUT_FOLD
  * bytes without waiting for it to commit; backups compare their own. */
+#include <errno.h>
+
 #include "../coordinator/entry.h"
 #include "shim.h"
 
@@ -44,15 +46,21 @@ static void after_output(struct fd_slot *s, const struct iovec *iov, int iovcnt,
 }
 
 /* The slot of FD if it is a replicated client of this leader, else NULL;
- * holds the reply until its inputs are committed where so configured. */
-static inline struct fd_slot *before_output(int fd)
+ * holds the reply until its inputs are committed where so configured.
+ * *DENY is set when the reply must never leave (the leader was deposed
+ * before its inputs committed). */
+static inline struct fd_slot *before_output(int fd, int *deny)
 {
 	struct fd_slot *s = shim_tracked(fd);
 
+	*deny = 0;
 	if (!s || s->kind != FD_CLIENT)
 		return 0;
-	if (shim_node->cfg.commit_wait == COMMIT_WAIT_REPLY)
-		node_wait_output(shim_node);
+	if (shim_node->cfg.commit_wait == COMMIT_WAIT_REPLY && node_wait_output(shim_node)) {
+		*deny = 1;
+		errno = ECONNRESET;
+		return 0;
+	}
 	return shim_node->cfg.checker ? s : 0;
 }
 
@@ -61,7 +69,11 @@ APUS_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 	struct fd_slot *s;
 
 	real_resolve();
-	s = before_output(fd);
+	int deny;
+
+	s = before_output(fd, &deny);
+	if (deny)
+		return -1;
 	ssize_t n = real.write(fd, buf, len);
 	if (s && n > 0)
 		after_output(s, &(struct iovec){ (void *)buf, len }, 1, n);
@@ -73,7 +85,11 @@ APUS_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	struct fd_slot *s;
 
 	real_resolve();
-	s = before_output(fd);
+	int deny;
+
+	s = before_output(fd, &deny);
+	if (deny)
+		return -1;
 	ssize_t n = real.writev(fd, iov, iovcnt);
 	if (s && n > 0)
 		after_output(s, iov, iovcnt, n);
@@ -86,7 +102,11 @@ APUS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	struct fd_slot *s;
 
 	real_resolve();
-	s = before_output(fd);
+	int deny;
+
+	s = before_output(fd, &deny);
+	if (deny)
+		return -1;
 	ssize_t n = real.sendto(fd, buf, len, flags, addr, alen);
 	if (s && n > 0)
 		after_output(s, &(struct iovec){ (void *)buf, len }, 1, n);
@@ -103,7 +123,11 @@ APUS_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	struct fd_slot *s;
 
 	real_resolve();
-	s = before_output(fd);
+	int deny;
+
+	s = before_output(fd, &deny);
+	if (deny)
+		return -1;
 	ssize_t n = real.sendmsg(fd, msg, flags);
 	if (s && n > 0)
 		after_output(s, msg->msg_iov, (int)msg->msg_iovlen, n);

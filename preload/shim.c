@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/close_range.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -22,6 +23,57 @@ struct node *shim_node;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static __thread int in_init;
+
+/* The server's command line as it started: servers rewrite their argv
+ * for a process title (Redis does), so it is read before main() runs. */
+static char *start_args;
+static size_t start_args_len;
+
+static void save_cmdline(void)
+{
+	char buf[65536];
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t k, len = 0;
+
+	if (fd < 0)
+		return;
+	while (len < (ssize_t)sizeof(buf) && (k = real.read(fd, buf + len, sizeof(buf) - (size_t)len)) > 0)
+		len += k;
+	real.close(fd);
+	if (len <= 0 || len == (ssize_t)sizeof(buf))
+		return;
+	start_args = malloc((size_t)len);
+	if (start_args) {
+		memcpy(start_args, buf, (size_t)len);
+		start_args_len = (size_t)len;
+	}
+}
+
+/* A deposed leader's server may hold state the new view lost, and its
+ * clients' connections belong to a leader that is no more: the server is
+ * started afresh, as the same process (same pid, same environment), and
+ * its new shim rebuilds it from the durable log as a backup.  Descriptors
+ * other than stdio are closed across the exec: the listening sockets must
+ * be free for the new server.  Returns only if the exec failed. */
+static void shim_rebuild(struct node *n)
+{
+	char *argv[1024];
+	size_t argc = 0;
+
+	(void)n;
+	if (!start_args) {
+		pr_err("cannot rebuild the server: its command line is unknown; refusing clients");
+		return;
+	}
+	for (size_t at = 0; at < start_args_len && argc < 1023; at += strlen(start_args + at) + 1)
+		argv[argc++] = start_args + at;
+	argv[argc] = NULL;
+	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		pr_perror("close_range");
+	pr_info("re-executing %s to rebuild this replica", argv[0]);
+	execv("/proc/self/exe", argv);
+	pr_perror("cannot re-execute the server; refusing clients");
+}
 
 /* One process per node: a second one (an exec'd child that inherited our
  * environment) must not act as the replica too. */
@@ -77,6 +129,8 @@ static void shim_init(void)
 		shim_mode = MODE_FAILED;
 		goto out;
 	}
+	save_cmdline();
+	node_rebuild_hook = shim_rebuild;
 	if (claim_node(config, (int)node)) {
 		shim_mode = MODE_FAILED;
 		goto out;

@@ -1,7 +1,9 @@
 /* Peer admission: the key file, the HMAC proofs, and the tcp transport
- * refusing a wrong secret, a foreign address and a fenced peer, with
- * nothing they send landing in the region.  Node 0 listens on 127.0.0.1,
- * node 1 is 127.0.0.2 (both loopback addresses on Linux). */
+ * refusing a wrong secret, a foreign address, an old hello and a fenced
+ * peer, with nothing they send landing in the region; a fence holds for
+ * the peer's incarnation only, and its restart is admitted again.  Node 0
+ * listens on 127.0.0.1, node 1 is 127.0.0.2 (both loopback addresses on
+ * Linux). */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -127,12 +129,18 @@ static int connect_within(struct transport *t, int peer, int ms)
 	return 0;
 }
 
-/* A hand-made client: a socket from FROM_ADDR that claims to be node 1. */
-static int raw_hello(const char *from_addr)
+/* A hand-made client: a socket from FROM_ADDR that claims to be node 1,
+ * with a hello of VERSION (the layout of version 2). */
+static int raw_hello(const char *from_addr, uint16_t version)
 {
 	struct sockaddr_in me = { .sin_family = AF_INET }, to = { .sin_family = AF_INET };
-	struct { uint32_t magic; uint16_t version; uint8_t from, to; uint8_t nonce[16]; } h = {
-		0x41505553u, 1, 1, 0, { 1 } };
+	struct {
+		uint32_t magic;
+		uint16_t version;
+		uint8_t from, to;
+		uint8_t nonce[16];
+		uint64_t incarnation;
+	} h = { 0x41505553u, version, 1, 0, { 1 }, 0x5eed };
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	inet_pton(AF_INET, from_addr, &me.sin_addr);
@@ -233,14 +241,21 @@ int main(void)
 	      "the connecting side did not log why");
 
 	/* A connection from an address not in the config. */
-	int fd = raw_hello("127.0.0.9");
+	int fd = raw_hello("127.0.0.9", 2);
 	raw_frames(fd);
 	CHECK(closed_by_peer(fd), "a foreign address was not dropped");
 	close(fd);
 	CHECK(log_has("127.0.0.9") && log_has("not node 1's address"), "foreign address not logged");
 
+	/* A hello of another version (version 1 had no incarnation). */
+	fd = raw_hello("127.0.0.2", 1);
+	raw_frames(fd);
+	CHECK(closed_by_peer(fd), "an old hello was not dropped");
+	close(fd);
+	CHECK(log_has("bad hello"), "an old hello was not logged");
+
 	/* The right address but no key: a made-up proof, then frames. */
-	fd = raw_hello("127.0.0.2");
+	fd = raw_hello("127.0.0.2", 2);
 	uint8_t challenge[48], proof[32];
 	CHECK(recv(fd, challenge, sizeof(challenge), MSG_WAITALL) == (ssize_t)sizeof(challenge),
 	      "challenge");
@@ -259,8 +274,8 @@ int main(void)
 		usleep(1000);
 	CHECK(landed(r0) == word, "node 1's write did not land");
 
-	/* Fenced: its connection is closed, later writes do not land, and it
-	 * cannot come back. */
+	/* Fenced: its connection is closed, later writes do not land, and this
+	 * incarnation (the same transport) cannot come back. */
 	CHECK(t0->ops->fence(t0, 1) == 0, "fence");
 	uint64_t next = word + 1;
 	for (int i = 0; i < 20; i++) {
@@ -271,6 +286,35 @@ int main(void)
 	CHECK(landed(r0) == word, "a fenced peer's write landed");
 	CHECK(t1->ops->check(t1, 0) != 0, "the fenced connection is still up");
 	CHECK(!connect_within(t1, 0, 500), "a fenced peer reconnected");
+	CHECK(landed(r0) == word, "a fenced peer's write landed after it tried to reconnect");
+
+	/* Node 1 restarts: a new transport, a new incarnation.  It is admitted,
+	 * which lifts the fence, and its writes land. */
+	t1->ops->close(t1);
+	CHECK(transport_tcp_ops.open(&cfg, 1, r1, REGION, &t1) == 0, "reopen 1");
+	CHECK(connect_within(t1, 0, 3000), "node 1's new incarnation was not admitted");
+	/* Logged by node 0's receiver after its welcome: maybe after we return. */
+	for (int i = 0; i < 2000 && !log_has("node 1 restarted (new incarnation): fence lifted"); i++)
+		usleep(1000);
+	CHECK(log_has("node 1 restarted (new incarnation): fence lifted"), "lift not logged");
+	CHECK(t1->ops->write(t1, 0, 8192, &next, 8) == 0, "write after the restart");
+	t1->ops->ring(t1, 0);
+	for (int i = 0; i < 2000 && landed(r0) != next; i++)
+		usleep(1000);
+	CHECK(landed(r0) == next, "the new incarnation's write did not land");
+
+	/* The new incarnation is fenced the same way. */
+	CHECK(t0->ops->fence(t0, 1) == 0, "fence again");
+	uint64_t later = next + 1;
+	for (int i = 0; i < 20; i++) {
+		t1->ops->write(t1, 0, 8192, &later, 8);
+		t1->ops->ring(t1, 0);
+	}
+	usleep(200000);
+	CHECK(landed(r0) == next, "the fenced new incarnation's write landed");
+	CHECK(t1->ops->check(t1, 0) != 0, "the fenced new connection is still up");
+	CHECK(!connect_within(t1, 0, 500), "the fenced new incarnation reconnected");
+	CHECK(landed(r0) == next, "the fenced new incarnation's write landed later");
 
 	__atomic_store_n(&stop_rx, 1, __ATOMIC_RELEASE);
 	t0->ops->wake(t0);

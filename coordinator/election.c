@@ -1,0 +1,195 @@
+/* Leader election on the elect array (APUS report §2.4, DARE §3.2).
+ *
+ * A candidate for view v writes {last_view, last_idx, v} into elect[self]
+ * of every peer's region; a voter answers into vote[self] of the
+ * candidate's region.  A voter grants v when it has no live leader, has
+ * not voted in v or later, and the candidate's log is at least as up to
+ * date as its own (last view, then last index): a majority of such votes
+ * means the winner holds every committed entry.  The vote is on disk
+ * before it is sent, and the voter fences its old leader first, so a
+ * deposed leader can no longer land a write in a log that elects another. */
+#define LOG_PREFIX "election: "
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "futex.h"
+#include "logger.h"
+#include "node.h"
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+/* The highest view this node knows of. */
+static uint64_t known_view(struct node *n)
+{
+	return max_u64(max_u64(__atomic_load_n(&n->view, __ATOMIC_ACQUIRE), n->ctl->dur.voted_view),
+		       n->max_seen);
+}
+
+/* Stops accepting the writes of the leader we leave (if it is still there). */
+static void fence_old_leader(struct node *n, int old, int except)
+{
+	int rc;
+
+	if (old < 0 || old == n->self || old == except)
+		return;
+	rc = n->ops->fence(n->tp, old);
+	if (rc)
+		pr_warn("cannot fence node %d: %s", old, strerror(-rc));
+}
+
+/* Reads candidate K's request consistently (its view word is written
+ * last); 0 if there is none or it is being rewritten. */
+static int read_request(struct node *n, int k, struct elect_req *out)
+{
+	struct elect_req *r = &n->ctl->elect[k];
+	uint64_t v = load64(&r->view);	/* pairs with the writer's last-word release */
+
+	if (!v)
+		return 0;
+	out->last_view = load64(&r->last_view);
+	out->last_idx = load64(&r->last_idx);
+	out->view = v;
+	return load64(&r->view) == v;
+}
+
+/* Connects to peer K, or checks that the connection still reaches its
+ * current region (a peer that fenced someone swapped it: see
+ * transport_shm.c).  0 when K can be written to. */
+static int reach(struct node *n, int k)
+{
+	if (n->ops->connected(n->tp, k) && n->ops->check(n->tp, k) == 0)
+		return 0;
+	return n->ops->connect(n->tp, k);
+}
+
+static void send_vote(struct node *n, int k, uint64_t granted)
+{
+	struct vote_slot v = { known_view(n), granted };
+
+	if (reach(n, k))
+		return;	/* unreachable: it will time out and stand again */
+	n->ops->write(n->tp, k, offsetof(struct region_ctl, vote[n->self]), &v, sizeof(v));
+	n->ops->ring(n->tp, k);
+}
+
+int election_answer(struct node *n, int may_vote)
+{
+	int granted = 0;
+
+	for (int k = 0; k < n->cfg.nnodes; k++) {
+		struct elect_req r;
+		uint64_t lv, li, end;
+
+		if (k == n->self || !read_request(n, k, &r) || r.view <= n->answered[k])
+			continue;
+		n->answered[k] = r.view;
+		node_log_end(n, &lv, &li, &end);
+		int log_ok = r.last_view > lv || (r.last_view == lv && r.last_idx >= li);
+		if (!may_vote || r.view <= known_view(n) || !log_ok) {
+			pr_info("refused node %d view %llu (%s)", k, (unsigned long long)r.view,
+				!may_vote ? "our leader is alive"
+				: !log_ok ? "its log is behind ours" : "we know a newer view");
+			n->max_seen = max_u64(n->max_seen, r.view);
+			send_vote(n, k, 0);
+			continue;
+		}
+		fence_old_leader(n, __atomic_load_n(&n->leader, __ATOMIC_ACQUIRE), k);
+		n->ctl->dur.voted_view = r.view;
+		n->ctl->dur.voted_for = (uint64_t)k;
+		n->ctl->dur.view = r.view;
+		node_save_durable(n);
+		/* We follow nobody until the winner of r.view heartbeats. */
+		__atomic_store_n(&n->connected, 0, __ATOMIC_RELEASE);
+		node_set_role(n, ROLE_BACKUP, -1, r.view);
+		send_vote(n, k, r.view);
+		pr_info("voted for node %d in view %llu (its log ends at %llu.%llu, ours at %llu.%llu)",
+			k, (unsigned long long)r.view, (unsigned long long)r.last_view,
+			(unsigned long long)r.last_idx, (unsigned long long)lv, (unsigned long long)li);
+		granted = 1;
+	}
+	return granted;
+}
+
+/* A peer leads a view at least as new as V (and is alive enough to say so). */
+static int someone_leads(struct node *n, uint64_t v)
+{
+	for (int k = 0; k < n->cfg.nnodes; k++)
+		if (k != n->self && load64(&n->ctl->lead[k].hb) &&
+		    load64(&n->ctl->lead[k].view) >= v)
+			return 1;
+	return 0;
+}
+
+int election_stand(struct node *n)
+{
+	uint64_t view = known_view(n) + 1, lv, li, end;
+	uint64_t deadline = now_ns() + (uint64_t)(2 * n->cfg.heartbeat_ms + 50) * 1000000ULL;
+	uint32_t sent = 0, counted = 0, refused = 0;
+	int votes = 1;
+
+	fence_old_leader(n, __atomic_load_n(&n->leader, __ATOMIC_ACQUIRE), -1);
+	n->ctl->dur.voted_view = view;
+	n->ctl->dur.voted_for = (uint64_t)n->self;
+	node_save_durable(n);
+	__atomic_store_n(&n->connected, 0, __ATOMIC_RELEASE);
+	node_set_role(n, ROLE_CANDIDATE, -1, __atomic_load_n(&n->view, __ATOMIC_ACQUIRE));
+	node_log_end(n, &lv, &li, &end);
+	struct elect_req req = { lv, li, view };
+	pr_info("standing for view %llu (log ends at %llu.%llu)", (unsigned long long)view,
+		(unsigned long long)lv, (unsigned long long)li);
+
+	while (now_ns() < deadline && !__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
+		uint32_t seen = n->ops->bell(n->tp);
+
+		for (int k = 0; k < n->cfg.nnodes; k++) {
+			if (k == n->self || (sent >> k & 1) || reach(n, k))
+				continue;
+			n->ops->write(n->tp, k, offsetof(struct region_ctl, elect[n->self]), &req,
+				      sizeof(req));
+			n->ops->ring(n->tp, k);
+			sent |= 1u << k;
+		}
+		n->ops->poll(n->tp);
+		for (int k = 0; k < n->cfg.nnodes; k++) {
+			struct vote_slot *v = &n->ctl->vote[k];
+			uint64_t g = load64(&v->granted);
+
+			uint64_t seen_k = load64(&v->seen);
+
+			n->max_seen = max_u64(n->max_seen, seen_k);
+			if (k == n->self || (counted >> k & 1))
+				continue;
+			if (g == view) {
+				counted |= 1u << k;
+				votes++;
+			} else if (!g && seen_k >= view) {
+				refused |= 1u << k;	/* it answered this request: no */
+			}
+		}
+		if (votes >= n->quorum) {
+			n->ctl->dur.view = view;
+			node_save_durable(n);
+			__atomic_store_n(&n->serving, 0, __ATOMIC_RELEASE);
+			node_set_role(n, ROLE_LEADER, n->self, view);
+			pr_info("won view %llu with %d of %d votes", (unsigned long long)view, votes,
+				n->cfg.nnodes);
+			return 1;
+		}
+		/* Too many said no: no point waiting for the deadline. */
+		if (n->cfg.nnodes - __builtin_popcount(refused) < n->quorum)
+			break;
+		/* Another candidate with a better log, or a leader already. */
+		if (election_answer(n, 1) || someone_leads(n, view))
+			return 0;
+		n->ops->wait(n->tp, seen, 1000);
+	}
+	pr_info("no majority for view %llu (%d vote%s)", (unsigned long long)view, votes,
+		votes == 1 ? "" : "s");
+	node_set_role(n, ROLE_BACKUP, -1, __atomic_load_n(&n->view, __ATOMIC_ACQUIRE));
+	return 0;
+}

@@ -1,0 +1,70 @@
+#define LOG_PREFIX "hook: "
+#include "hook.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "logger.h"
+#include "node.h"
+
+extern char **environ;
+
+/* Reaps the hook so it leaves no zombie.  The server may reap it first
+ * (Redis waits for any child): then there is nothing left to do. */
+static void *reaper(void *arg)
+{
+	pid_t pid = (pid_t)(intptr_t)arg;
+	int st;
+
+	if (waitpid(pid, &st, 0) == pid && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+		pr_warn("leader_hook (pid %d) failed (%s %d)", (int)pid,
+			WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	return NULL;
+}
+
+void hook_leader_change(struct node *n)
+{
+	char view[64], leader[32], config[PATH_MAX + 16];
+	char *argv[] = { "sh", "-c", n->cfg.leader_hook, NULL };
+	char **env;
+	size_t cnt = 0, k = 0;
+	pthread_t t;
+	pid_t pid;
+	int rc;
+
+	if (!n->cfg.leader_hook[0])
+		return;
+	while (environ && environ[cnt])
+		cnt++;
+	env = calloc(cnt + 4, sizeof(*env));
+	if (!env) {
+		pr_err("out of memory: leader_hook not run");
+		return;
+	}
+	for (size_t i = 0; i < cnt; i++)
+		if (strncmp(environ[i], "APUS_VIEW=", 10) && strncmp(environ[i], "APUS_LEADER=", 12) &&
+		    strncmp(environ[i], "APUS_CONFIG=", 12) &&
+		    strncmp(environ[i], "LD_PRELOAD=", 11))	/* the hook is no replica */
+			env[k++] = environ[i];
+	snprintf(view, sizeof(view), "APUS_VIEW=%llu", (unsigned long long)n->view);
+	snprintf(leader, sizeof(leader), "APUS_LEADER=%d", n->self);
+	snprintf(config, sizeof(config), "APUS_CONFIG=%s", n->cfg.path);
+	env[k++] = view;
+	env[k++] = leader;
+	env[k++] = config;
+	env[k] = NULL;
+	rc = posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, env);
+	free(env);
+	if (rc) {
+		pr_err("cannot run leader_hook: %s", strerror(rc));
+		return;
+	}
+	pr_info("leader_hook started (pid %d) for view %llu", (int)pid, (unsigned long long)n->view);
+	if (pthread_create(&t, NULL, reaper, (void *)(intptr_t)pid) == 0)
+		pthread_detach(t);
+}
