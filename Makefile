@@ -114,5 +114,11 @@ $(LOADGEN): scripts/bench/loadgen.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -lm
-bench-bin: $(BENCH_BIN) $(LOADGEN)
+# The failover-time client (scripts/failover-bench.sh).
+FAILOVER := $(BUILD)/bench/failover
+$(FAILOVER): scripts/bench/failover.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
+bench-bin: $(BENCH_BIN) $(LOADGEN) $(FAILOVER)
 .PHONY: bench-bin

@@ -31,6 +31,8 @@ struct backup {
 	uint64_t hb_at_ns;	/* when it last moved (or we started to follow) */
 	int suspected;		/* silent for suspect_ms, or gone */
 	uint64_t stand_at_ns;	/* when to stand for election if still leaderless */
+	uint64_t slot_hb[APUS_MAX_NODES];	/* each lead slot's heartbeat as last seen */
+	uint64_t slot_moved_ns[APUS_MAX_NODES];	/* and when it last moved */
 	unsigned backoff;	/* failed candidacies in a row */
 };
 
@@ -70,28 +72,54 @@ static void follow(struct backup *b, int leader, uint64_t view, uint64_t now)
 		node_save_durable(n);
 	}
 	__atomic_store_n(&n->connected, 0, __ATOMIC_RELEASE);
+	/* We may have fenced it in an election that came to nothing. */
+	n->ops->unfence(n->tp, leader);
 	node_set_role(n, ROLE_BACKUP, leader, view);
 	pr_info("following node %d, leader of view %llu", leader, (unsigned long long)view);
 }
 
-/* Looks for the leader of the newest view in the lead slots. */
+/* Whether we may follow a leader of view V: not one older than a view we
+ * voted in (for ourselves or another), ever.  The candidate could win
+ * without the entries we would ack (Paxos' promise); the old leader
+ * learns of the newer view from the request and steps down. */
+static int vote_allows(struct backup *b, uint64_t v)
+{
+	return v >= b->n->ctl->dur.voted_view;
+}
+
+/* Looks for a leader in the lead slots: one of a newer view than ours is
+ * followed at once; without a leader, the live one (its heartbeat moves)
+ * of the newest view is, as the vote allows. */
 static void find_leader(struct backup *b, uint64_t now)
 {
 	struct node *n = b->n;
-	uint64_t view = __atomic_load_n(&n->view, __ATOMIC_ACQUIRE);
+	uint64_t view = __atomic_load_n(&n->view, __ATOMIC_ACQUIRE), best_v = 0;
+	uint64_t live_ns = (uint64_t)n->cfg.suspect_ms * 1000000ULL;
+	int best = -1;
 
 	for (int k = 0; k < n->cfg.nnodes; k++) {
-		uint64_t v;
+		uint64_t hb, v;
 
-		if (k == n->self || !load64(&n->ctl->lead[k].hb))
+		if (k == n->self || !(hb = load64(&n->ctl->lead[k].hb)))
 			continue;
+		/* Live means seen to move: a slot's first value may be the last
+		 * word of a leader long dead. */
+		if (b->slot_hb[k] && hb != b->slot_hb[k])
+			b->slot_moved_ns[k] = now;
+		b->slot_hb[k] = hb;
 		v = load64(&n->ctl->lead[k].view);
-		if (v > view || (v == view && b->leader != k && b->leader < 0 &&
-				 v >= n->ctl->dur.voted_view)) {
+		if (v > view && vote_allows(b, v)) {
 			follow(b, k, v, now);
-			view = v;
+			return;
+		}
+		if (b->leader < 0 && b->slot_moved_ns[k] && now - b->slot_moved_ns[k] < live_ns &&
+		    (best < 0 || v > best_v)) {
+			best = k;
+			best_v = v;
 		}
 	}
+	if (best >= 0 && vote_allows(b, best_v))
+		follow(b, best, best_v, now);
 }
 
 /* The leader copied its log to us when the sync words name our view and

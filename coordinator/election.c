@@ -7,7 +7,14 @@
  * date as its own (last view, then last index): a majority of such votes
  * means the winner holds every committed entry.  The vote is on disk
  * before it is sent, and the voter fences its old leader first, so a
- * deposed leader can no longer land a write in a log that elects another. */
+ * deposed leader can no longer land a write in a log that elects another.
+ *
+ * Before any of that, a pre-vote round (Raft's PreVote, Ongaro §9.6): the
+ * candidate asks whether a majority would vote for it, which binds nobody
+ * and fences nobody.  A backup that merely missed heartbeats (a slow
+ * scheduler, a partition of its own) so cannot depose a leader that the
+ * others still hear.  A leader that does see a real request for a newer
+ * view steps down (election_newer_request): the majority thinks it dead. */
 #define LOG_PREFIX "election: "
 #include <errno.h>
 #include <stddef.h>
@@ -53,6 +60,7 @@ static int read_request(struct node *n, int k, struct elect_req *out)
 		return 0;
 	out->last_view = load64(&r->last_view);
 	out->last_idx = load64(&r->last_idx);
+	out->probe = load64(&r->probe);
 	out->view = v;
 	return load64(&r->view) == v;
 }
@@ -77,6 +85,40 @@ static void send_vote(struct node *n, int k, uint64_t granted)
 	n->ops->ring(n->tp, k);
 }
 
+/* Whether a candidate whose log ends at R would get our vote on the log. */
+static int log_up_to_date(struct node *n, const struct elect_req *r)
+{
+	uint64_t lv, li, end;
+
+	node_log_end(n, &lv, &li, &end);
+	return r->last_view > lv || (r->last_view == lv && r->last_idx >= li);
+}
+
+/* A pre-vote: what we would answer, and nothing else. */
+static void answer_probe(struct node *n, int k, const struct elect_req *r, int may_vote)
+{
+	struct probe_answer a;
+
+	n->probed[k] = r->probe;
+	a.seen = max_u64(known_view(n), r->view);
+	a.ok = may_vote && r->view > known_view(n) && log_up_to_date(n, r);
+	a.round = r->probe;
+	if (reach(n, k))
+		return;
+	n->ops->write(n->tp, k, offsetof(struct region_ctl, probe[n->self]), &a, sizeof(a));
+	n->ops->ring(n->tp, k);
+}
+
+int election_newer_request(struct node *n, uint64_t view)
+{
+	struct elect_req r;
+
+	for (int k = 0; k < n->cfg.nnodes; k++)
+		if (k != n->self && read_request(n, k, &r) && !r.probe && r.view > view)
+			return k;
+	return -1;
+}
+
 int election_answer(struct node *n, int may_vote)
 {
 	int granted = 0;
@@ -85,11 +127,18 @@ int election_answer(struct node *n, int may_vote)
 		struct elect_req r;
 		uint64_t lv, li, end;
 
-		if (k == n->self || !read_request(n, k, &r) || r.view <= n->answered[k])
+		if (k == n->self || !read_request(n, k, &r))
+			continue;
+		if (r.probe) {
+			if (r.probe != n->probed[k])
+				answer_probe(n, k, &r, may_vote);
+			continue;
+		}
+		if (r.view <= n->answered[k])
 			continue;
 		n->answered[k] = r.view;
 		node_log_end(n, &lv, &li, &end);
-		int log_ok = r.last_view > lv || (r.last_view == lv && r.last_idx >= li);
+		int log_ok = log_up_to_date(n, &r);
 		if (!may_vote || r.view <= known_view(n) || !log_ok) {
 			pr_info("refused node %d view %llu (%s)", k, (unsigned long long)r.view,
 				!may_vote ? "our leader is alive"
@@ -125,36 +174,90 @@ static int someone_leads(struct node *n, uint64_t v)
 	return 0;
 }
 
+/* Writes REQ into elect[self] of every peer we can reach and have not
+ * yet asked; SENT keeps the tally. */
+static void ask_peers(struct node *n, const struct elect_req *req, uint32_t *sent)
+{
+	for (int k = 0; k < n->cfg.nnodes; k++) {
+		if (k == n->self || (*sent >> k & 1) || reach(n, k))
+			continue;
+		n->ops->write(n->tp, k, offsetof(struct region_ctl, elect[n->self]), req,
+			      sizeof(*req));
+		n->ops->ring(n->tp, k);
+		*sent |= 1u << k;
+	}
+	n->ops->poll(n->tp);
+}
+
+static uint64_t vote_deadline(struct node *n)
+{
+	return now_ns() + (uint64_t)(2 * n->cfg.heartbeat_ms + 50) * 1000000ULL;
+}
+
+/* The pre-vote round: 1 when a majority would vote for REQ's view. */
+static int canvass(struct node *n, struct elect_req req)
+{
+	uint64_t deadline = vote_deadline(n);
+	uint32_t sent = 0, answered = 0;
+	int yes = 1, no = 0;
+
+	req.probe = realtime_ns() | 1;
+	while (now_ns() < deadline && !__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
+		uint32_t seen = n->ops->bell(n->tp);
+
+		ask_peers(n, &req, &sent);
+		for (int k = 0; k < n->cfg.nnodes; k++) {
+			struct probe_answer *a = &n->ctl->probe[k];
+
+			if (k == n->self || (answered >> k & 1) || load64(&a->round) != req.probe)
+				continue;
+			uint64_t ok = load64(&a->ok), seen_k = load64(&a->seen);
+			if (load64(&a->round) != req.probe)
+				continue;	/* being rewritten */
+			answered |= 1u << k;
+			n->max_seen = max_u64(n->max_seen, seen_k);
+			if (ok)
+				yes++;
+			else
+				no++;
+		}
+		if (yes >= n->quorum)
+			return 1;
+		if (n->cfg.nnodes - no < n->quorum)
+			break;
+		if (election_answer(n, 1) || someone_leads(n, req.view))
+			return 0;
+		n->ops->wait(n->tp, seen, 1000);
+	}
+	pr_info("pre-vote for view %llu: %d of %d would vote for us; not standing",
+		(unsigned long long)req.view, yes, n->cfg.nnodes);
+	return 0;
+}
+
 int election_stand(struct node *n)
 {
-	uint64_t view = known_view(n) + 1, lv, li, end;
-	uint64_t deadline = now_ns() + (uint64_t)(2 * n->cfg.heartbeat_ms + 50) * 1000000ULL;
+	uint64_t view = known_view(n) + 1, lv, li, end, deadline;
 	uint32_t sent = 0, counted = 0, refused = 0;
 	int votes = 1;
 
+	node_log_end(n, &lv, &li, &end);
+	struct elect_req req = { lv, li, 0, view };
+	if (!canvass(n, req))
+		return 0;
 	fence_old_leader(n, __atomic_load_n(&n->leader, __ATOMIC_ACQUIRE), -1);
 	n->ctl->dur.voted_view = view;
 	n->ctl->dur.voted_for = (uint64_t)n->self;
 	node_save_durable(n);
 	__atomic_store_n(&n->connected, 0, __ATOMIC_RELEASE);
 	node_set_role(n, ROLE_CANDIDATE, -1, __atomic_load_n(&n->view, __ATOMIC_ACQUIRE));
-	node_log_end(n, &lv, &li, &end);
-	struct elect_req req = { lv, li, view };
 	pr_info("standing for view %llu (log ends at %llu.%llu)", (unsigned long long)view,
 		(unsigned long long)lv, (unsigned long long)li);
 
+	deadline = vote_deadline(n);
 	while (now_ns() < deadline && !__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
 		uint32_t seen = n->ops->bell(n->tp);
 
-		for (int k = 0; k < n->cfg.nnodes; k++) {
-			if (k == n->self || (sent >> k & 1) || reach(n, k))
-				continue;
-			n->ops->write(n->tp, k, offsetof(struct region_ctl, elect[n->self]), &req,
-				      sizeof(req));
-			n->ops->ring(n->tp, k);
-			sent |= 1u << k;
-		}
-		n->ops->poll(n->tp);
+		ask_peers(n, &req, &sent);
 		for (int k = 0; k < n->cfg.nnodes; k++) {
 			struct vote_slot *v = &n->ctl->vote[k];
 			uint64_t g = load64(&v->granted);

@@ -165,16 +165,17 @@ static void leader_sync_peers(struct node *n)
 		store64(&ps->acked, applied);
 		store64(&ps->applied, applied);
 		store64(&ps->applied_end, from);
-		leader_copy(n, k, from, n->tail);
-		struct sync_words s = { from, applied + 1, n->last_idx, inc, n->view };
+		uint64_t upto = n->last_idx, tail = n->tail;
+		leader_copy(n, k, from, tail);
+		struct sync_words s = { from, applied + 1, upto, inc, n->view };
 		n->ops->write(n->tp, k, offsetof(struct region_ctl, sync), &s, sizeof(s));
 		n->peer_inc[k] = inc;
 		__atomic_or_fetch(&n->connected, 1u << k, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&n->lock);
 		n->ops->ring(n->tp, k);
 		pr_info("node %d joined: copied it entries %llu..%llu (%llu bytes)", k,
-			(unsigned long long)applied + 1, (unsigned long long)n->last_idx,
-			(unsigned long long)(n->tail - from));
+			(unsigned long long)applied + 1, (unsigned long long)upto,
+			(unsigned long long)(tail - from));
 	}
 }
 
@@ -397,8 +398,8 @@ static void leader_takeover(struct node *n)
 		(unsigned long long)n->view, (unsigned long long)li, (unsigned long long)lv);
 }
 
-/* A leader of a newer view exists: we lost ours.  Every proposal still
- * waiting fails (its client gets no answer). */
+/* A leader of a newer view exists, or a candidate for one: we lost ours.
+ * Every proposal still waiting fails (its client gets no answer). */
 static int leader_check_deposed(struct node *n)
 {
 	for (int k = 0; k < n->cfg.nnodes; k++) {
@@ -412,6 +413,15 @@ static int leader_check_deposed(struct node *n)
 		node_save_durable(n);
 		__atomic_store_n(&n->serving, 0, __ATOMIC_RELEASE);
 		node_set_role(n, ROLE_DEPOSED, k, v);
+		return 1;
+	}
+	/* A candidate past its pre-vote: a majority no longer hears us. */
+	int k = election_newer_request(n, n->view);
+	if (k >= 0) {
+		pr_warn("node %d stands for a newer view: stepping down from view %llu", k,
+			(unsigned long long)n->view);
+		__atomic_store_n(&n->serving, 0, __ATOMIC_RELEASE);
+		node_set_role(n, ROLE_DEPOSED, -1, n->view);
 		return 1;
 	}
 	return 0;

@@ -25,10 +25,7 @@ void (*node_rebuild_hook)(struct node *n);
 
 static uint64_t realtime_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return realtime_ns() / 1000000;
 }
 
 void node_update_status(struct node *n)
@@ -125,7 +122,10 @@ const struct entry_hdr *node_entry_at(struct node *n, uint64_t *pos, uint64_t id
 
 void node_log_end(struct node *n, uint64_t *last_view, uint64_t *last_idx, uint64_t *end_pos)
 {
-	uint64_t pos = n->exec_pos, idx = n->exec_idx, view = n->exec_view;
+	/* Any thread may ask (the role thread moves these: see node_execute). */
+	uint64_t pos = __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED);
+	uint64_t idx = __atomic_load_n(&n->exec_idx, __ATOMIC_RELAXED);
+	uint64_t view = __atomic_load_n(&n->exec_view, __ATOMIC_RELAXED);
 
 	for (;;) {
 		uint64_t p = pos;
@@ -164,7 +164,12 @@ int node_execute(struct node *n, uint64_t upto)
 	 * node gets the whole log before its server is up). */
 	if (!__atomic_load_n(&n->ctl->status.app_listening, __ATOMIC_ACQUIRE))
 		return 0;
-	while (n->exec_idx <= upto) {
+	/* A batch bounded in time (a quarter heartbeat period): the caller's
+	 * heartbeats must not stall behind a long catch-up. */
+	uint64_t until = now_ns() + (uint64_t)n->cfg.heartbeat_ms * 250000ULL;
+	for (int batch = 0; n->exec_idx <= upto; batch++) {
+		if (batch && !(batch & 15) && now_ns() > until)
+			break;
 		uint64_t pos = n->exec_pos;
 		const struct entry_hdr *e = node_entry_at(n, &pos, n->exec_idx);
 
@@ -175,9 +180,9 @@ int node_execute(struct node *n, uint64_t upto)
 		}
 		if (!replay_exec(n->replay, e))
 			break;
-		n->exec_pos = pos + entry_size(e->data_sz);
-		n->exec_view = e->view;
-		n->exec_idx++;
+		__atomic_store_n(&n->exec_pos, pos + entry_size(e->data_sz), __ATOMIC_RELAXED);
+		__atomic_store_n(&n->exec_view, e->view, __ATOMIC_RELAXED);
+		__atomic_store_n(&n->exec_idx, n->exec_idx + 1, __ATOMIC_RELAXED);
 		progress = 1;
 	}
 	if (progress) {
@@ -308,14 +313,15 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 		}
 		n->sync_started = 1;
 	}
+	/* Logged before the role thread exists: it changes role and view. */
+	pr_info("node %d of %d starting as %s of view %llu (transport %s, log %llu bytes, fsync %s)",
+		self, n->cfg.nnodes, role_label(n->role),
+		(unsigned long long)n->view, n->ops->name, (unsigned long long)n->log_size,
+		fsync_policy_name(n->cfg.fsync));
 	if (pthread_create(&n->thread, NULL, role_main, n)) {
 		snprintf(err, errlen, "cannot start the role thread");
 		goto fail;
 	}
-	pr_info("node %d of %d started as %s of view %llu (transport %s, log %llu bytes, fsync %s)",
-		self, n->cfg.nnodes, n->role == ROLE_LEADER ? "leader" : "backup",
-		(unsigned long long)n->view, n->ops->name, (unsigned long long)n->log_size,
-		fsync_policy_name(n->cfg.fsync));
 	return n;
 fail:
 	/* Threads never started here; the mapping stays (the CLI reads the

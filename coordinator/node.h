@@ -66,6 +66,7 @@ struct node {
 
 	/* Elections (election.c; the role thread only). */
 	uint64_t answered[APUS_MAX_NODES];	/* last request of each candidate answered */
+	uint64_t probed[APUS_MAX_NODES];	/* last pre-vote round of each answered */
 	uint64_t max_seen;	/* highest view any peer told us of */
 };
 
@@ -131,8 +132,11 @@ int node_execute(struct node *n, uint64_t upto);
 /* election.c.  Answers the vote requests in our region; MAY_VOTE says
  * whether we are without a live leader.  Returns 1 if it granted one. */
 int election_answer(struct node *n, int may_vote);
-/* Stands for the next view; returns 1 when this node won (it then leads). */
+/* Stands for the next view after a pre-vote round; returns 1 when this
+ * node won (it then leads). */
 int election_stand(struct node *n);
+/* The candidate asking us for a view newer than VIEW in earnest, or -1. */
+int election_newer_request(struct node *n, uint64_t view);
 
 static inline uint64_t node_log_off(const struct node *n, uint64_t pos)
 {

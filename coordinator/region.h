@@ -14,7 +14,7 @@
 #include "config.h"
 
 #define REGION_MAGIC 0x314e475253555041ULL	/* "APUSRGN1" */
-#define REGION_VERSION 2
+#define REGION_VERSION 3
 #define REGION_CTL_SIZE 4096
 #define REGION_FILE "apus.region"
 
@@ -67,6 +67,7 @@ struct sync_words {
 struct elect_req {
 	uint64_t last_view;	/* of the candidate's last log entry */
 	uint64_t last_idx;
+	uint64_t probe;		/* nonzero: a pre-vote round, binding nobody */
 	uint64_t view;		/* the view it stands for */
 };
 
@@ -76,6 +77,14 @@ struct elect_req {
 struct vote_slot {
 	uint64_t seen;
 	uint64_t granted;
+};
+
+/* A voter's answer to a pre-vote round, written into probe[k] of the
+ * candidate: would it vote for that view now?  round is written last. */
+struct probe_answer {
+	uint64_t seen;		/* the newest view the voter knows of */
+	uint64_t ok;
+	uint64_t round;
 };
 
 /* Written by this node only and kept across restarts (the region file is
@@ -134,6 +143,7 @@ struct region_ctl {
 	/* Elections: elect[k] written by candidate k, vote[k] by voter k. */
 	struct elect_req elect[APUS_MAX_NODES];
 	struct vote_slot vote[APUS_MAX_NODES];
+	struct probe_answer probe[APUS_MAX_NODES];
 
 	/* shm fencing: the incarnation of node k whose writes this region
 	 * refuses (0: none); see transport_shm.c. */

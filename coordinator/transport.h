@@ -47,8 +47,14 @@ struct transport_ops {
 	void (*wait)(struct transport *t, uint32_t seen, int timeout_us);
 	/* Wakes local waiters (another thread of this node has news). */
 	void (*wake)(struct transport *t);
-	/* Stops accepting PEER's writes. */
+	/* Stops accepting writes from PEER's current incarnation (the process
+	 * running now): nothing it writes lands after fence returns.  A later
+	 * incarnation (the peer restarted) is admitted again.  A fenced peer's
+	 * connect() fails and its check() says -ECONNRESET. */
 	int (*fence)(struct transport *t, int peer);
+	/* Lifts a fence on PEER (we follow it again after an election that
+	 * failed): its writes are accepted once it reconnects. */
+	void (*unfence)(struct transport *t, int peer);
 	void (*close)(struct transport *t);
 };
 

@@ -1287,6 +1287,19 @@ static int rdma_fence(struct transport *t, int peer)
 	return 0;
 }
 
+static void rdma_unfence(struct transport *t, int peer)
+{
+	struct rdma_transport *s = RD(t);
+
+	if (peer < 0 || peer >= APUS_MAX_NODES)
+		return;
+	pthread_mutex_lock(&s->rx);
+	if (s->fenced & (1u << peer))
+		pr_info("node %d: fence lifted", peer);
+	s->fenced &= ~(1u << peer);
+	pthread_mutex_unlock(&s->rx);
+}
+
 static void rdma_close(struct transport *t)
 {
 	teardown(RD(t));
@@ -1305,5 +1318,6 @@ const struct transport_ops transport_rdma_ops = {
 	.wait = rdma_wait,
 	.wake = rdma_wake,
 	.fence = rdma_fence,
+	.unfence = rdma_unfence,
 	.close = rdma_close,
 };

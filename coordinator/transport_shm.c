@@ -96,12 +96,29 @@ static int shm_open_ep(const struct apus_config *cfg, int self, void *region, si
 }
 
 /* The region's owner is alive: a region file left by a dead process is
- * not a peer. */
+ * not a peer.  A killed process stays a zombie until its parent (often a
+ * slow PID 1) reaps it: that counts as dead, so failover need not wait. */
 static int owner_alive(const struct region_ctl *ctl)
 {
 	pid_t pid = (pid_t)ctl->status.pid;
+	char path[64], buf[256], *paren;
+	ssize_t k;
+	int fd;
 
-	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno != EPERM))
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;	/* no /proc: trust kill() */
+	k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (k <= 0)
+		return 1;
+	buf[k] = '\0';
+	/* "pid (comm) S ...": the state follows the last ')'. */
+	paren = strrchr(buf, ')');
+	return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
 }
 
 /* PEER's region (control page CTL) refuses this incarnation of ours. */
@@ -602,6 +619,19 @@ static void shm_close(struct transport *t)
 	free(s);
 }
 
+/* The peer maps our current file; clearing the word lets its next check()
+ * or connect() through (its writes to the older file stay lost). */
+static void shm_unfence(struct transport *t, int peer)
+{
+	struct shm_transport *s = SHM(t);
+	uint64_t *w = &ctl_of(s->local)->fenced_inc[peer];
+
+	if (load64(w)) {
+		store64(w, 0);
+		pr_info("node %d: fence lifted", peer);
+	}
+}
+
 const struct transport_ops transport_shm_ops = {
 	.name = "shm",
 	.open = shm_open_ep,
@@ -615,5 +645,6 @@ const struct transport_ops transport_shm_ops = {
 	.wait = shm_wait,
 	.wake = shm_wake,
 	.fence = shm_fence,
+	.unfence = shm_unfence,
 	.close = shm_close,
 };

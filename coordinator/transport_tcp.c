@@ -898,6 +898,20 @@ static int tcp_fence(struct transport *t, int peer)
 	return 0;
 }
 
+static void tcp_unfence(struct transport *t, int peer)
+{
+	struct tcp_transport *s = TCP(t);
+
+	if (peer < 0 || peer >= s->cfg->nnodes)
+		return;
+	pthread_mutex_lock(&s->rx);
+	if (s->fenced & (1u << peer))
+		pr_info("node %d: fence lifted", peer);
+	s->fenced &= ~(1u << peer);
+	s->fenced_inc[peer] = 0;
+	pthread_mutex_unlock(&s->rx);
+}
+
 static void tcp_close(struct transport *t)
 {
 	struct tcp_transport *s = TCP(t);
@@ -926,5 +940,6 @@ const struct transport_ops transport_tcp_ops = {
 	.wait = tcp_wait,
 	.wake = tcp_wake,
 	.fence = tcp_fence,
+	.unfence = tcp_unfence,
 	.close = tcp_close,
 };

@@ -7,13 +7,16 @@
 static const char usage[] =
 	"usage: apus status --config FILE [--node N] [--json]\n"
 	"\n"
-	"Shows the view, the leader, and for each node its role (leader, backup or\n"
-	"down), application address, commit index, applied index and lag.\n"
+	"Shows the view, the leader, and for each node its role (leader, backup,\n"
+	"candidate, deposed or down), the view it is in, application address,\n"
+	"commit index, applied index and lag.\n"
 	"\n"
 	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"
 	"  -n, --node N        only this node\n"
 	"  -j, --json          one JSON object: {view, leader, nodes: [{id, role,\n"
-	"                      app_addr, commit, applied, pid, lag, error}]}\n"
+	"                      app_addr, commit, applied, pid, lag, view,\n"
+	"                      divergences, healthy, suspects_leader,\n"
+	"                      leader_heartbeat_age_ms, error}]}\n"
 	"  -h, --help          this text\n";
 
 struct row {
@@ -96,6 +99,8 @@ int cmd_status(int argc, char **argv)
 			       (unsigned long long)(r->up && lead_commit > r->s.applied
 							    ? lead_commit - r->s.applied
 							    : 0));
+			if (r->up)
+				printf(",\"view\":%llu", (unsigned long long)r->s.view);
 			if (r->up)
 				printf(",\"divergences\":%llu,\"healthy\":%s",
 				       (unsigned long long)r->s.divergences, r->s.unhealthy ? "false" : "true");

@@ -2,9 +2,13 @@
 # A client that remembers what it was promised, for fault tests.
 #
 #   audit.sh write --host H --port P --log FILE [--count N] [--prefix P]
+#   audit.sh write --config C --log FILE [--count N] [--prefix P]
 #       N times (default 1000): SET <prefix>:<i> <i>, then INCR <prefix>:ctr;
 #       logs "set <key>" / "incr" for every request that was acknowledged
-#       (OK / an integer), "fail ..." for the others, and goes on.
+#       (OK / an integer), "fail ..." for the others, and goes on.  With
+#       --config the leader is found with `apus status` (APUS_BIN, default
+#       build/bin/apus), and found again after every failed request: the
+#       writer follows failovers.
 #   audit.sh check --host H --port P --log FILE [--prefix P]
 #       every acknowledged SET is present with its value, and the counter is
 #       at least the number of acknowledged INCRs (an INCR whose answer was
@@ -19,11 +23,13 @@ usage() { sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
 cmd=${1:-}
 [ $# -gt 0 ] && shift
-host=127.0.0.1 port="" log="" count=1000 prefix=audit
+host=127.0.0.1 port="" log="" count=1000 prefix=audit config=""
+APUS_BIN=${APUS_BIN:-$(cd "$(dirname "$0")/../.." && pwd)/build/bin/apus}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--host) host=$2; shift 2 ;;
 	--port) port=$2; shift 2 ;;
+	--config) config=$2; shift 2 ;;
 	--log) log=$2; shift 2 ;;
 	--count) count=$2; shift 2 ;;
 	--prefix) prefix=$2; shift 2 ;;
@@ -32,7 +38,22 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case $cmd in write | check) ;; -h | --help) usage; exit 0 ;; *) usage >&2; exit 2 ;; esac
-[ -n "$port" ] && [ -n "$log" ] || { echo "audit.sh: --port and --log are required" >&2; exit 2; }
+# find_leader - set host and port from apus status (with --config); 1 if
+# there is no leader right now.
+find_leader() {
+	local j id addr
+	j=$("$APUS_BIN" status --config "$config" --json 2>/dev/null | tr -d ' \t\r\n') || return 1
+	id=$(sed 's/{[^{}]*}//g' <<<"$j" | grep -o '"leader":[0-9]*' | cut -d: -f2)
+	[ -n "$id" ] || return 1
+	addr=$(grep -o "{\"id\":$id,[^{}]*}" <<<"$j" | grep -o '"app_addr":"[^"]*"' | cut -d'"' -f4)
+	[ -n "$addr" ] || return 1
+	host=${addr%:*} port=${addr##*:}
+}
+
+if [ -n "$config" ]; then
+	for ((i = 0; i < 100; i++)); do find_leader && break; sleep 0.1; done
+fi
+[ -n "$port" ] && [ -n "$log" ] || { echo "audit.sh: --port (or --config) and --log are required" >&2; exit 2; }
 [[ "$count" =~ ^[0-9]+$ ]] || { echo "audit.sh: --count must be a number" >&2; exit 2; }
 
 cli() { timeout 5 redis-cli -h "$host" -p "$port" "$@" 2>&1; }
@@ -40,9 +61,19 @@ cli() { timeout 5 redis-cli -h "$host" -p "$port" "$@" 2>&1; }
 if [ "$cmd" = write ]; then
 	for ((i = 1; i <= count; i++)); do
 		r=$(cli SET "$prefix:$i" "$i")
-		if [ "$r" = OK ]; then echo "set $prefix:$i"; else echo "fail set $prefix:$i $r"; fi
+		if [ "$r" = OK ]; then
+			echo "set $prefix:$i"
+		else
+			echo "fail set $prefix:$i $r"
+			[ -n "$config" ] && find_leader
+		fi
 		r=$(cli INCR "$prefix:ctr")
-		if [[ "$r" =~ ^[0-9]+$ ]]; then echo "incr"; else echo "fail incr $r"; fi
+		if [[ "$r" =~ ^[0-9]+$ ]]; then
+			echo "incr"
+		else
+			echo "fail incr $r"
+			[ -n "$config" ] && find_leader
+		fi
 	done >>"$log"
 	exit 0
 fi

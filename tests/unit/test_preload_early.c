@@ -41,7 +41,7 @@ int main(void)
 	fprintf(stderr, "%s", out);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed (status %d)", st);
 	char *enter = strstr(out, "fixture: enter"), *before = strstr(out, "fixture: before");
-	char *started = strstr(out, "started as leader");
+	char *started = strstr(out, "starting as leader");
 	char *after = strstr(out, "fixture: after"), *ran = strstr(out, "main-ran");
 	CHECK(enter && before && after && ran, "output incomplete");
 	CHECK(!strstr(out, "short read"), "read() through the shim returned short");
