@@ -41,15 +41,23 @@ static void write_leader(struct backup *b, size_t off, const void *val, size_t l
 	b->n->ops->write(b->n->tp, b->leader, off, val, len);
 }
 
-/* A random delay of up to two heartbeat periods, doubled per failed
- * candidacy (capped), so that two suspecting backups rarely stand at the
- * same moment; the one that does not stand votes for the one that does. */
-static uint64_t backoff_ns(struct backup *b)
+/* When to stand after losing leader L (-1: none known), so that two
+ * backups rarely stand at the same moment; the one that does not stand
+ * votes for the one that does.  The first try goes by rank (the node after
+ * L stands first, the next half a period later, plus a little noise):
+ * fast and mostly without split votes.  Later tries wait a random time of
+ * up to two periods, doubled per failed candidacy (capped). */
+static uint64_t backoff_ns(struct backup *b, int l)
 {
-	uint64_t period = (uint64_t)b->n->cfg.heartbeat_ms * 2000000ULL;
+	struct node *n = b->n;
+	uint64_t period = (uint64_t)n->cfg.heartbeat_ms * 1000000ULL;
 	unsigned shift = b->backoff < 4 ? b->backoff : 4;
 
-	return (uint64_t)random() % (period << shift) + 1;
+	if (!b->backoff && l >= 0) {
+		int rank = (n->self - l - 1 + n->cfg.nnodes) % n->cfg.nnodes;
+		return (uint64_t)rank * period / 2 + (uint64_t)random() % (period / 16 + 1) + 1;
+	}
+	return (uint64_t)random() % ((2 * period) << shift) + 1;
 }
 
 /* Starts following LEADER in VIEW: our agreement restarts from what our
@@ -197,7 +205,9 @@ static int agree(struct backup *b)
 	return got;
 }
 
-static int connect_leader(struct backup *b)
+static void leader_gone(struct backup *b, uint64_t now, const char *why);
+
+static int connect_leader(struct backup *b, uint64_t now)
 {
 	struct node *n = b->n;
 	int rc;
@@ -209,7 +219,9 @@ static int connect_leader(struct backup *b)
 		pr_info("reached leader node %d", b->leader);
 		return 1;
 	}
-	if (rc != -EAGAIN)
+	if (rc == -ECONNREFUSED)
+		leader_gone(b, now, "refuses connections: its process is gone");
+	else if (rc != -EAGAIN)
 		pr_warn("cannot reach leader node %d: %s", b->leader, strerror(-rc));
 	return 0;
 }
@@ -237,7 +249,7 @@ static void watch_leader(struct backup *b, uint64_t now)
 	age = (now - b->hb_at_ns) / 1000000;
 	if (!b->suspected && age >= (uint64_t)n->cfg.suspect_ms) {
 		b->suspected = 1;
-		b->stand_at_ns = now + backoff_ns(b);
+		b->stand_at_ns = now + backoff_ns(b, b->leader);
 		pr_warn("leader node %d suspected: no heartbeat for %llu ms", b->leader,
 			(unsigned long long)age);
 	}
@@ -252,9 +264,27 @@ static void leader_gone(struct backup *b, uint64_t now, const char *why)
 	if (!b->suspected) {
 		pr_warn("leader node %d %s", b->leader, why);
 		b->suspected = 1;
-		b->stand_at_ns = now + backoff_ns(b);
+		b->stand_at_ns = now + backoff_ns(b, b->leader);
 	}
 	__atomic_and_fetch(&b->n->connected, ~(1u << b->leader), __ATOMIC_RELEASE);
+}
+
+/* Asks the transport whether the leader is still there: a connection
+ * lost is reached again (a refusal means its process is gone), a peer
+ * restarted or dead is suspected at once.  0 if it is there. */
+static int check_leader(struct backup *b, uint64_t now)
+{
+	struct node *n = b->n;
+	int rc = n->ops->check(n->tp, b->leader);
+
+	if (rc == -ENOTCONN) {
+		/* Lost, not restarted (as far as we know): reach it again. */
+		__atomic_and_fetch(&n->connected, ~(1u << b->leader), __ATOMIC_RELEASE);
+		return connect_leader(b, now) ? 0 : -ENOTCONN;
+	}
+	if (rc)
+		leader_gone(b, now, "restarted or died");
+	return rc;
 }
 
 /* Work is waiting: a new entry landed or commit moved. */
@@ -280,14 +310,17 @@ static int time_to_stand(struct backup *b, uint64_t now)
 void backup_run(struct node *n)
 {
 	struct backup b = { .n = n, .leader = -1 };
-	int hb_us = n->cfg.heartbeat_ms * 1000;
+	/* We check on the leader (and tell it we live) four times a period:
+	 * a dead leader's transport tells us long before its heartbeat goes
+	 * stale, and that is most of a failover's time. */
+	int check_us = n->cfg.heartbeat_ms * 250 > 0 ? n->cfg.heartbeat_ms * 250 : 1;
 	uint64_t now = now_ns(), idle_since = now;
 	int start_leader = __atomic_load_n(&n->leader, __ATOMIC_ACQUIRE);
 
 	srandom((unsigned)(now ^ (uint64_t)n->self * 7919 ^ (uint64_t)getpid()));
 	/* A backup serves no clients: it is ready as soon as it runs. */
 	n->ctl->status.ready = 1;
-	b.stand_at_ns = now + (uint64_t)n->cfg.suspect_ms * 1000000ULL + backoff_ns(&b);
+	b.stand_at_ns = now + (uint64_t)n->cfg.suspect_ms * 1000000ULL + backoff_ns(&b, -1);
 	if (start_leader >= 0 && start_leader != n->self)
 		follow(&b, start_leader, n->view, now);
 
@@ -299,11 +332,15 @@ void backup_run(struct node *n)
 		now = now_ns();
 		n->ops->poll(n->tp);
 		find_leader(&b, now);
+		/* A candidate asks: is our leader really there?  Ask the
+		 * transport now rather than at the next heartbeat check. */
+		if (b.leader >= 0 && !b.suspected && election_pending(n))
+			check_leader(&b, now);
 		if (election_answer(n, b.leader < 0 || b.suspected)) {
 			b.leader = -1;
 			b.synced = 0;
 			/* Give the candidate time to win and heartbeat. */
-			b.stand_at_ns = now + (uint64_t)n->cfg.suspect_ms * 1000000ULL + backoff_ns(&b);
+			b.stand_at_ns = now + (uint64_t)n->cfg.suspect_ms * 1000000ULL + backoff_ns(&b, -1);
 			continue;
 		}
 		watch_leader(&b, now);
@@ -313,10 +350,10 @@ void backup_run(struct node *n)
 			b.backoff++;
 			b.leader = -1;
 			b.synced = 0;
-			b.stand_at_ns = now_ns() + backoff_ns(&b);
+			b.stand_at_ns = now_ns() + backoff_ns(&b, -1);
 			continue;
 		}
-		if (b.leader >= 0 && !b.suspected && connect_leader(&b)) {
+		if (b.leader >= 0 && !b.suspected && connect_leader(&b, now)) {
 			take_sync(&b);
 			if (!b.synced)
 				join(&b, now);
@@ -334,21 +371,10 @@ void backup_run(struct node *n)
 		waiting_server = replay_maintain(n->replay) ||
 				 (b.synced && n->exec_idx < b.expect && n->exec_idx <= b.commit);
 
-		if (now - b.last_hb_ns > (uint64_t)hb_us * 1000) {
+		if (now - b.last_hb_ns > (uint64_t)check_us * 1000) {
 			b.last_hb_ns = now;
-			if (b.leader >= 0 && !b.suspected) {
-				int rc = n->ops->check(n->tp, b.leader);
-				if (rc == -ENOTCONN) {
-					/* Lost, not restarted (as far as we know): reach it again. */
-					__atomic_and_fetch(&n->connected, ~(1u << b.leader),
-							   __ATOMIC_RELEASE);
-				} else if (rc) {
-					leader_gone(&b, now, "restarted or died");
-				} else {
-					write_leader(&b, offsetof(struct region_ctl, peer[n->self].hb),
-						     &now, 8);
-				}
-			}
+			if (b.leader >= 0 && !b.suspected && check_leader(&b, now) == 0)
+				write_leader(&b, offsetof(struct region_ctl, peer[n->self].hb), &now, 8);
 			n->ctl->status.log_pos = b.pos;
 			node_update_status(n);
 		}
@@ -365,7 +391,7 @@ void backup_run(struct node *n)
 			continue;
 		/* Waiting on the server: look again soon (its reads ring our
 		 * doorbell when we wait for room). */
-		int wait_us = waiting_server || b.leader < 0 ? 1000 : hb_us;
+		int wait_us = waiting_server || b.leader < 0 ? 1000 : check_us;
 		/* Stand when our back-off ends, not at the next heartbeat. */
 		if (b.suspected && b.stand_at_ns > now && (b.stand_at_ns - now) / 1000 < (uint64_t)wait_us)
 			wait_us = (int)((b.stand_at_ns - now) / 1000) + 1;

@@ -100,13 +100,24 @@ static void answer_probe(struct node *n, int k, const struct elect_req *r, int m
 	struct probe_answer a;
 
 	n->probed[k] = r->probe;
-	a.seen = max_u64(known_view(n), r->view);
+	a.seen = known_view(n);	/* not r->view: a candidate must not learn its own */
 	a.ok = may_vote && r->view > known_view(n) && log_up_to_date(n, r);
 	a.round = r->probe;
 	if (reach(n, k))
 		return;
 	n->ops->write(n->tp, k, offsetof(struct region_ctl, probe[n->self]), &a, sizeof(a));
 	n->ops->ring(n->tp, k);
+}
+
+int election_pending(struct node *n)
+{
+	struct elect_req r;
+
+	for (int k = 0; k < n->cfg.nnodes; k++)
+		if (k != n->self && read_request(n, k, &r) &&
+		    (r.probe ? r.probe != n->probed[k] : r.view > n->answered[k]))
+			return 1;
+	return 0;
 }
 
 int election_newer_request(struct node *n, uint64_t view)

@@ -135,6 +135,8 @@ int election_answer(struct node *n, int may_vote);
 /* Stands for the next view after a pre-vote round; returns 1 when this
  * node won (it then leads). */
 int election_stand(struct node *n);
+/* Whether a request or pre-vote waits for our answer. */
+int election_pending(struct node *n);
 /* The candidate asking us for a view newer than VIEW in earnest, or -1. */
 int election_newer_request(struct node *n, uint64_t view);
 

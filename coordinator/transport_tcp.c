@@ -271,7 +271,10 @@ static int send_all(int fd, struct iovec *iov, int cnt)
 }
 
 /* A failed attempt: logged once per outage, next try after a back-off. */
-static int connect_failed(struct tcp_transport *s, int peer, const char *why)
+/* Returns -ECONNREFUSED when the peer's host answered that nothing
+ * listens (its process is gone: a backup suspects a leader at once), else
+ * -EAGAIN (try again after the back-off). */
+static int connect_failed(struct tcp_transport *s, int peer, int err, const char *why)
 {
 	struct tcp_out *o = &s->out[peer];
 	const struct node_conf *n = &s->cfg->nodes[peer];
@@ -285,7 +288,7 @@ static int connect_failed(struct tcp_transport *s, int peer, const char *why)
 	if (o->backoff_ns > BACKOFF_MAX_NS)
 		o->backoff_ns = BACKOFF_MAX_NS;
 	o->next_try_ns = now_ns() + o->backoff_ns;
-	return -EAGAIN;
+	return err == ECONNREFUSED ? -ECONNREFUSED : -EAGAIN;
 }
 
 static int tcp_poll(struct transport *t);
@@ -384,16 +387,16 @@ static int tcp_connect(struct transport *t, int peer)
 				 strerror(errno));
 	}
 	if (connect(fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS) {
-		why = strerror(errno);
+		int e = errno;
 		close(fd);
-		return connect_failed(s, peer, why);
+		return connect_failed(s, peer, e, strerror(e));
 	}
 	struct pollfd p = { fd, POLLOUT, 0 };
 	int err = 0;
 	socklen_t elen = sizeof(err);
 	if (poll(&p, 1, 100) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err) {
 		close(fd);
-		return connect_failed(s, peer, strerror(err ? err : ETIMEDOUT));
+		return connect_failed(s, peer, err, strerror(err ? err : ETIMEDOUT));
 	}
 	/* Writes block from now on: a slow receiver slows the writer.  One
 	 * that takes nothing for SEND_TIMEOUT_S (dead, cut off) is dropped, so
@@ -404,7 +407,7 @@ static int tcp_connect(struct transport *t, int peer)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tmo, sizeof(tmo));
 	if ((why = prove(s, fd, peer))) {
 		close(fd);
-		return connect_failed(s, peer, why);
+		return connect_failed(s, peer, 0, why);
 	}
 	if (o->failing)
 		pr_info("node %d is reachable again", peer);

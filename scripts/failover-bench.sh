@@ -10,6 +10,7 @@
 #   scripts/failover-bench.sh [RUNS]      default 12
 #   APUS_FAILOVER_TRANSPORTS="shm"        only these
 #   APUS_FAILOVER_HEARTBEAT_MS=10         heartbeat_ms of the clusters
+#   APUS_FAILOVER_KEEP=1                  keep the clusters' folders (logs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,7 +43,7 @@ fi
 cleanup() {
 	local t
 	for t in $transports; do "$apus" stop --config "${conf[$t]}" >/dev/null 2>&1 || true; done
-	rm -rf "$work"
+	[ -n "${APUS_FAILOVER_KEEP:-}" ] && echo "kept $work" || rm -rf "$work"
 }
 trap cleanup EXIT
 
