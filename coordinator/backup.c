@@ -27,6 +27,8 @@ struct backup {
 	uint64_t commit;
 	uint64_t last_hb_ns;	/* when we last reported liveness to the leader */
 	uint64_t join_ns;	/* when we last asked to join */
+	uint64_t join_seq;	/* our current join: the leader's copy names it */
+	uint64_t agreed_ns;	/* when agreement last moved (or we synced) */
 	uint64_t seen_hb;	/* the leader's heartbeat word as last seen */
 	uint64_t hb_at_ns;	/* when it last moved (or we started to follow) */
 	int suspected;		/* silent for suspect_ms, or gone */
@@ -60,6 +62,15 @@ static uint64_t backoff_ns(struct backup *b, int l)
 	return (uint64_t)random() % ((2 * period) << shift) + 1;
 }
 
+/* Asks the leader for a fresh copy of its log: a new join, which only
+ * a copy made for it answers (older sync words in our region do not). */
+static void rejoin(struct backup *b)
+{
+	b->synced = 0;
+	b->join_seq++;
+	b->join_ns = 0;
+}
+
 /* Starts following LEADER in VIEW: our agreement restarts from what our
  * server executed, until the leader's copy of its log says more. */
 static void follow(struct backup *b, int leader, uint64_t view, uint64_t now)
@@ -67,10 +78,9 @@ static void follow(struct backup *b, int leader, uint64_t view, uint64_t now)
 	struct node *n = b->n;
 
 	b->leader = leader;
-	b->synced = 0;
 	b->pos = n->exec_pos;
 	b->expect = n->exec_idx;
-	b->join_ns = 0;
+	rejoin(b);
 	b->seen_hb = load64(&n->ctl->lead[leader].hb);
 	b->hb_at_ns = now;
 	b->suspected = 0;
@@ -139,7 +149,8 @@ static void take_sync(struct backup *b)
 	uint64_t view = load64(&s->view);	/* written last: pairs with the release */
 
 	if (view != __atomic_load_n(&n->view, __ATOMIC_ACQUIRE) ||
-	    __atomic_load_n(&s->inc, __ATOMIC_RELAXED) != n->ctl->incarnation)
+	    __atomic_load_n(&s->inc, __ATOMIC_RELAXED) != n->ctl->incarnation ||
+	    __atomic_load_n(&s->seq, __ATOMIC_RELAXED) != b->join_seq)
 		return;
 	uint64_t from = __atomic_load_n(&s->from_pos, __ATOMIC_RELAXED);
 	uint64_t from_idx = __atomic_load_n(&s->from_idx, __ATOMIC_RELAXED);
@@ -147,6 +158,7 @@ static void take_sync(struct backup *b)
 	if (b->synced && from == b->sync_from && upto == b->sync_upto)
 		return;
 	b->synced = 1;
+	b->agreed_ns = now_ns();
 	b->sync_from = from;
 	b->sync_upto = upto;
 	b->sync_idx = upto;
@@ -162,8 +174,8 @@ static void join(struct backup *b, uint64_t now)
 {
 	struct node *n = b->n;
 	struct {
-		uint64_t applied, applied_end, inc, view;
-	} j = { n->exec_idx - 1, n->exec_pos, n->ctl->incarnation, n->view };
+		uint64_t applied, applied_end, inc, seq, view;
+	} j = { n->exec_idx - 1, n->exec_pos, n->ctl->incarnation, b->join_seq, n->view };
 
 	if (b->join_ns && now - b->join_ns < (uint64_t)n->cfg.heartbeat_ms * 1000000ULL)
 		return;
@@ -278,13 +290,33 @@ static int check_leader(struct backup *b, uint64_t now)
 	int rc = n->ops->check(n->tp, b->leader);
 
 	if (rc == -ENOTCONN) {
-		/* Lost, not restarted (as far as we know): reach it again. */
+		/* Lost, not restarted (as far as we know): reach it again, and
+		 * have it copy us what went missing meanwhile. */
 		__atomic_and_fetch(&n->connected, ~(1u << b->leader), __ATOMIC_RELEASE);
+		rejoin(b);
 		return connect_leader(b, now) ? 0 : -ENOTCONN;
 	}
 	if (rc)
 		leader_gone(b, now, "restarted or died");
 	return rc;
+}
+
+/* Entries lost on the way (a connection that broke and came back): the
+ * leader committed entry `expect` without us and it has not come for
+ * suspect_ms.  Its copy of the log brings it. */
+static void watch_gap(struct backup *b, uint64_t now)
+{
+	struct node *n = b->n;
+
+	if (load64(&n->ctl->lead[b->leader].commit) < b->expect) {
+		b->agreed_ns = now;	/* nothing is missing */
+		return;
+	}
+	if (now - b->agreed_ns < (uint64_t)n->cfg.suspect_ms * 1000000ULL)
+		return;
+	pr_warn("entry %llu never arrived, though node %d committed it: joining again",
+		(unsigned long long)b->expect, b->leader);
+	rejoin(b);
 }
 
 /* Work is waiting: a new entry landed or commit moved. */
@@ -357,8 +389,12 @@ void backup_run(struct node *n)
 			take_sync(&b);
 			if (!b.synced)
 				join(&b, now);
-			else
-				progress |= agree(&b) > 0;
+			else if (agree(&b) > 0) {
+				progress = 1;
+				b.agreed_ns = now;
+			} else {
+				watch_gap(&b, now);
+			}
 		}
 		if (b.leader >= 0 && b.synced) {
 			uint64_t lc = load64(&n->ctl->lead[b.leader].commit);

@@ -143,8 +143,9 @@ static void leader_sync_peers(struct node *n)
 		if (k == n->self || load64(&ps->join_view) != n->view)
 			continue;
 		uint64_t inc = __atomic_load_n(&ps->join_inc, __ATOMIC_RELAXED);
-		if (peer_synced(n, k) && n->peer_inc[k] == inc)
-			continue;
+		uint64_t seq = __atomic_load_n(&ps->join_seq, __ATOMIC_RELAXED);
+		if (n->peer_inc[k] == inc && n->peer_seq[k] == seq)
+			continue;	/* answered (a synced peer that lost entries joins anew) */
 		if (!n->ops->connected(n->tp, k) && n->ops->connect(n->tp, k))
 			continue;
 		uint64_t applied = __atomic_load_n(&ps->join_applied, __ATOMIC_RELAXED);
@@ -153,11 +154,11 @@ static void leader_sync_peers(struct node *n)
 		pthread_mutex_lock(&n->lock);
 		if (from > n->tail || n->tail - from > n->log_size) {
 			pthread_mutex_unlock(&n->lock);
-			if (n->peer_inc[k] != inc)
-				pr_err("node %d needs entries from %llu on, which this log no longer "
+			pr_err("node %d needs entries from %llu on, which this log no longer "
 				       "holds; it needs a checkpoint to catch up",
 				       k, (unsigned long long)applied + 1);
 			n->peer_inc[k] = inc;
+			n->peer_seq[k] = seq;
 			/* It must not pin reclamation while it cannot catch up. */
 			store64(&ps->applied_end, UINT64_MAX);
 			continue;
@@ -167,9 +168,10 @@ static void leader_sync_peers(struct node *n)
 		store64(&ps->applied_end, from);
 		uint64_t upto = n->last_idx, tail = n->tail;
 		leader_copy(n, k, from, tail);
-		struct sync_words s = { from, applied + 1, upto, inc, n->view };
+		struct sync_words s = { from, applied + 1, upto, inc, seq, n->view };
 		n->ops->write(n->tp, k, offsetof(struct region_ctl, sync), &s, sizeof(s));
 		n->peer_inc[k] = inc;
+		n->peer_seq[k] = seq;
 		__atomic_or_fetch(&n->connected, 1u << k, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&n->lock);
 		n->ops->ring(n->tp, k);

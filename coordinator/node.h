@@ -57,6 +57,7 @@ struct node {
 	uint64_t view_start;	/* index of this view's first entry: commit counts from there */
 	uint32_t connected;	/* atomic bitmap: leader: peers synced to our log; backup: leader reached */
 	uint64_t peer_inc[APUS_MAX_NODES];	/* leader: incarnation each peer was synced for */
+	uint64_t peer_seq[APUS_MAX_NODES];	/* and which of its joins */
 
 	/* Execution of committed entries into the local server (any role;
 	 * the role thread only). */

@@ -38,6 +38,7 @@ struct peer_slot {
 	uint64_t join_applied;
 	uint64_t join_applied_end;
 	uint64_t join_inc;	/* the backup's region incarnation */
+	uint64_t join_seq;	/* which join of that incarnation: each is answered */
 	uint64_t join_view;
 };
 
@@ -59,6 +60,7 @@ struct sync_words {
 	uint64_t from_idx;
 	uint64_t sync_idx;
 	uint64_t inc;		/* the backup incarnation this copy was made for */
+	uint64_t seq;		/* and its join */
 	uint64_t view;
 };
 

@@ -83,6 +83,7 @@ VARIANTS=(
 	"commit_wait.bats|APUS_TEST_NETNS=tcp-netns"
 	"iothreads.bats|APUS_TEST_NETNS=tcp-netns"
 	"faults.bats|APUS_TEST_NETNS=tcp-netns"
+	"failover.bats|APUS_TEST_NETNS=tcp-netns"
 )
 bats_files=()
 for f in tests/bats/*.bats; do
