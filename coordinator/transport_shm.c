@@ -41,6 +41,7 @@ struct shm_peer {
 	char *retired[RETIRED_MAX];	/* earlier mappings, unmapped later */
 	uint64_t retired_ns[RETIRED_MAX];
 	int refused;		/* the peer fenced us: said once */
+	uint64_t inc;		/* the peer's incarnation we last reached (0: never) */
 };
 
 /* How long a retired mapping stays: longer than any write in flight. */
@@ -192,6 +193,7 @@ static int shm_connect(struct transport *t, int peer)
 	p->refused = 0;
 	p->size = region_size_for(s->cfg->log_size);
 	p->ino = ino;
+	p->inc = ctl_of(m)->incarnation;
 	/* Pairs with the acquire load in peer_base(). */
 	__atomic_store_n(&p->base, m, __ATOMIC_RELEASE);
 	return 0;
@@ -354,7 +356,11 @@ static int fence_target(struct shm_transport *s, int peer, uint64_t *inc)
 	ctl = region_map_ctl(s->cfg, peer);
 	if (!ctl)
 		return errno == ENOENT || errno == EINVAL ? 0 : -errno;
-	if (ctl->node == (uint32_t)peer && owner_alive(ctl))
+	/* The process we knew, if it still runs.  One that restarted since
+	 * (a deposed leader rebuilds itself as a backup) is not the one to
+	 * stop: fencing it would keep it out for good. */
+	if (ctl->node == (uint32_t)peer && owner_alive(ctl) &&
+	    (!s->peers[peer].inc || ctl->incarnation == s->peers[peer].inc))
 		*inc = ctl->incarnation;
 	region_unmap_ctl(ctl);
 	return 0;

@@ -21,7 +21,9 @@ static const char usage[] =
 	"\n"
 	"Starts node N of the cluster, or every node of the config that lives on\n"
 	"this host, each as LD_PRELOAD=libapus.so <app_cmd>, and waits until each\n"
-	"is ready: its server listens and a leader has reached a majority.\n"
+	"is ready: its server listens and a leader has reached a majority.  Without\n"
+	"--node it also waits until a leader serves (nodes that restart from their\n"
+	"logs elect one) and names it.\n"
 	"\n"
 	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"
 	"  -n, --node N        only this node\n"
@@ -228,6 +230,54 @@ static pid_t spawn(const struct apus_config *cfg, int node, const char *lib)
 	return pid;
 }
 
+/* The node that serves as leader, as far as this host can see: one of
+ * ours that leads and is ready, or the one a backup of ours follows and
+ * whose region is not on this host.  -1 if none yet. */
+static int serving_leader(const struct apus_config *cfg, uint64_t *view)
+{
+	int found = -1;
+
+	for (int i = 0; i < cfg->nnodes && found < 0; i++) {
+		const struct region_ctl *ctl = region_map_ctl(cfg, i);
+
+		if (!ctl)
+			continue;
+		const struct node_status *s = &ctl->status;
+		if (s->pid && kill((pid_t)s->pid, 0) == 0) {
+			if (s->role == ROLE_LEADER && s->ready)
+				found = i;
+			else if (s->role == ROLE_BACKUP && s->leader >= 0 && s->leader < cfg->nnodes &&
+				 !cli_node_is_local(cfg, s->leader))
+				found = s->leader;
+			*view = s->view;
+		}
+		region_unmap_ctl(ctl);
+	}
+	return found;
+}
+
+/* Nodes that come back from their logs start as backups and elect a
+ * leader among themselves: a start of every node returns once one serves
+ * (a start of one node, a restart, does not wait for the others). */
+static int wait_for_leader(const struct apus_config *cfg, int timeout_ms)
+{
+	struct timespec tick = { 0, 20 * 1000000 };
+	uint64_t view = 0;
+	int leader;
+
+	for (int waited = 0; (leader = serving_leader(cfg, &view)) < 0; waited += 20) {
+		if (waited >= timeout_ms) {
+			cli_error("no leader serves %d ms after the start: every node is up, but "
+				  "no majority elected one (see apus status and the nodes' apus.log)",
+				  timeout_ms);
+			return 1;
+		}
+		nanosleep(&tick, NULL);
+	}
+	printf("leader: node %d (view %llu)\n", leader, (unsigned long long)view);
+	return 0;
+}
+
 int cmd_start(int argc, char **argv)
 {
 	struct cli c;
@@ -273,6 +323,7 @@ int cmd_start(int argc, char **argv)
 		}
 	}
 
+	int started = count;
 	for (int waited = 0; count; waited += 20) {
 		for (int i = 0; i < c.cfg.nnodes; i++) {
 			char logpath[PATH_MAX];
@@ -324,6 +375,8 @@ int cmd_start(int argc, char **argv)
 		}
 		nanosleep(&tick, NULL);
 	}
+	if (c.node < 0 && started)
+		return wait_for_leader(&c.cfg, c.timeout_ms);
 	return 0;
 fail:
 	/* Leave nothing half-started behind. */

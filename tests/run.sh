@@ -74,14 +74,12 @@ VARIANTS=(
 	"digest.bats|APUS_TEST_COMMIT_WAIT=reply"
 	"connections.bats|APUS_TEST_COMMIT_WAIT=reply"
 	"basic.bats|APUS_TEST_FSYNC=always"
-	"basic.bats|APUS_TEST_TRANSPORT=tcp"
 	# tcp with each replica in its own network namespace (scripts/netns.sh)
 	"basic.bats|APUS_TEST_NETNS=tcp-netns"
 	"digest.bats|APUS_TEST_NETNS=tcp-netns"
 	"connections.bats|APUS_TEST_NETNS=tcp-netns"
 	"wraparound.bats|APUS_TEST_NETNS=tcp-netns"
 	"commit_wait.bats|APUS_TEST_NETNS=tcp-netns"
-	"iothreads.bats|APUS_TEST_NETNS=tcp-netns"
 	"faults.bats|APUS_TEST_NETNS=tcp-netns"
 	"failover.bats|APUS_TEST_NETNS=tcp-netns"
 )
@@ -109,6 +107,7 @@ for run in "${bats_files[@]}"; do
 	plan=0
 	seen=0
 	in_fail=0
+	suite_start=$SECONDS
 	# Read TAP as it arrives so a long suite shows progress.
 	while IFS= read -r line; do
 		case $line in
@@ -150,6 +149,7 @@ for run in "${bats_files[@]}"; do
 	done < <(env ${setting:+"$setting"} timeout --kill-after=30 "$BATS_TIMEOUT" bats --tap "$f" 2>&1 </dev/null)
 	wait $! 2>/dev/null
 	rc=$?
+	echo "     ($suite: $((SECONDS - suite_start)) s)"
 	timed_out=0
 	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
 		timed_out=1

@@ -62,7 +62,7 @@ function log_has() {
 	# From this host's bridge address: a hello claiming to be node 1, then
 	# a frame that would overwrite the start of the log.
 	exec {fd}<>"/dev/tcp/$(node_host 0)/$peer"
-	printf 'SUPA\x01\x00\x01\x000123456789abcdef' >&"$fd"
+	printf 'SUPA\x02\x00\x01\x000123456789abcdef\x01\x00\x00\x00\x00\x00\x00\x00' >&"$fd"
 	printf '\x00\x10\x00\x00\x00\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00XXXXXXXX' >&"$fd" || true
 	IFS= read -r -t 5 -u "$fd" _ || rc=$?
 	exec {fd}>&-

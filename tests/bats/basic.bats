@@ -98,7 +98,7 @@ setup_file() {
 	wait_digests_equal "$CONF" 30
 }
 
-@test "a restarted cluster ignores the regions its previous run left behind" {
+@test "a restarted cluster comes back from the regions its previous run left behind" {
 	local port n
 	stop_cluster "$CONF"
 	for n in $(conf_nodes "$CONF"); do
@@ -113,7 +113,13 @@ setup_file() {
 		timeout 60 "$APUS" start --config "$CONF" --node "$n" 3>&- || fail "node $n did not start"
 	done
 	wait $! || fail "node 0 did not start: $(cat "$BATS_TEST_TMPDIR/start0")"
-	port=$(leader_port)
+	# Every node came back from its log as a backup: they elect a leader.
+	port=
+	for ((n = 0; n < 100; n++)); do
+		port=$(leader_port) && break
+		sleep 0.1
+	done
+	[ -n "$port" ] || fail "no leader 10 s after the restart: $(status_json)"
 	run timeout 10 redis-cli -h "$(leader_host)" -p "$port" SET after-restart yes
 	assert_eq "$status/$output" "0/OK" "SET after restart"
 	wait_equal_on_all "$CONF" yes GET after-restart
