@@ -363,6 +363,9 @@ void backup_run(struct node *n)
 			return;
 		now = now_ns();
 		n->ops->poll(n->tp);
+		/* Back from a checkpoint: our server is older than our log. */
+		if (node_checkpoint_poll(n) && b.leader >= 0)
+			rejoin(&b);
 		find_leader(&b, now);
 		/* A candidate asks: is our leader really there?  Ask the
 		 * transport now rather than at the next heartbeat check. */

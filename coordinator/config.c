@@ -177,6 +177,19 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 	}
 	if (!strcmp(k, "start_timeout_ms"))
 		return parse_int(p, k, v, 100, 600000, &c->start_timeout_ms);
+	if (!strcmp(k, "checkpoint_keep"))
+		return parse_int(p, k, v, 1, 32, &c->checkpoint_keep);
+	if (!strcmp(k, "checkpoint_interval_s"))
+		return parse_int(p, k, v, 0, 1000000, &c->checkpoint_interval_s);
+	if (!strcmp(k, "checkpoint_entries")) {
+		int e;
+		if (parse_int(p, k, v, 0, 2000000000, &e))
+			return -1;
+		c->checkpoint_entries = (uint64_t)e;
+		return 0;
+	}
+	if (!strcmp(k, "guard"))
+		return parse_name(p, k, v, on_off_names, 2, &c->guard);
 	if (!strcmp(k, "app_cmd"))
 		return copy_str(p, k, v, c->app_cmd, sizeof(c->app_cmd));
 	if (!strcmp(k, "leader_hook"))
@@ -243,6 +256,7 @@ static void set_defaults(struct apus_config *c)
 	c->checker = 1;
 	c->heartbeat_ms = 10;
 	c->start_timeout_ms = 15000;
+	c->checkpoint_keep = 3;
 	for (int i = 0; i < APUS_MAX_NODES; i++)
 		c->nodes[i].id = -1;
 }

@@ -59,6 +59,11 @@ struct apus_config {
 	int suspect_ms;		/* a backup suspects a leader silent this long */
 	int suspect_line;	/* where it was set, for the error message */
 	int start_timeout_ms;
+	/* Checkpoints of backups by the guard (guard/checkpoint.h). */
+	int checkpoint_keep;		/* how many each node keeps */
+	int checkpoint_interval_s;	/* the guard takes one this often (0: never) */
+	uint64_t checkpoint_entries;	/* or after this many entries (0: never) */
+	int guard;			/* apus start runs a guard per replica */
 	char app_cmd[4096];
 	char leader_hook[4096];	/* run (sh -c) on a node when it starts to lead */
 	char secret_file[PATH_MAX];	/* absolute after loading */

@@ -457,6 +457,7 @@ void leader_run(struct node *n, int takeover)
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED) && !deposed(n)) {
 		/* Acks may arrive while no proposer waits (commit_wait = reply). */
 		n->ops->poll(n->tp);
+		node_checkpoint_poll(n);	/* refuses: the leader is never paused */
 		leader_check_peers(n);
 		if (leader_check_deposed(n))
 			break;

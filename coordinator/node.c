@@ -164,6 +164,9 @@ int node_execute(struct node *n, uint64_t upto)
 	 * node gets the whole log before its server is up). */
 	if (!__atomic_load_n(&n->ctl->status.app_listening, __ATOMIC_ACQUIRE))
 		return 0;
+	/* The guard is taking a checkpoint at the entry we stand on. */
+	if (n->ckpt_hold)
+		return 0;
 	/* A batch bounded in time (a quarter heartbeat period): the caller's
 	 * heartbeats must not stall behind a long catch-up. */
 	uint64_t until = now_ns() + (uint64_t)n->cfg.heartbeat_ms * 250000ULL;
@@ -304,6 +307,7 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 		snprintf(err, errlen, "cannot set up replay: out of memory");
 		goto fail;
 	}
+	node_checkpoint_init(n);
 	node_save_durable(n);
 	node_update_status(n);
 	if (n->cfg.fsync == FSYNC_BATCH) {

@@ -65,6 +65,11 @@ struct node {
 	uint64_t applied;	/* atomic */
 	uint64_t exec_pos, exec_idx, exec_view;	/* next entry to execute; view of the last one */
 
+	/* Checkpoints (checkpoint.c; the role thread only). */
+	uint64_t ckpt_hold;	/* request we hold execution for (0: none) */
+	uint64_t ckpt_hold_ns;
+	uint64_t restore_seen;	/* the guard's restore generation as we know it */
+
 	/* Elections (election.c; the role thread only). */
 	uint64_t answered[APUS_MAX_NODES];	/* last request of each candidate answered */
 	uint64_t probed[APUS_MAX_NODES];	/* last pre-vote round of each answered */
@@ -129,6 +134,12 @@ void node_log_end(struct node *n, uint64_t *last_view, uint64_t *last_idx, uint6
  * 1 if it made progress.  Reports applied positions to the leader (when
  * it is not the leader itself). */
 int node_execute(struct node *n, uint64_t upto);
+
+/* checkpoint.c.  Init reads the restore generation at start; poll answers
+ * the guard's checkpoint requests (holding execution while one is taken)
+ * and returns 1 when this process was just restored from a checkpoint. */
+void node_checkpoint_init(struct node *n);
+int node_checkpoint_poll(struct node *n);
 
 /* election.c.  Answers the vote requests in our region; MAY_VOTE says
  * whether we are without a live leader.  Returns 1 if it granted one. */

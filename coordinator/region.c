@@ -113,7 +113,7 @@ fail:
 	return err;
 }
 
-const struct region_ctl *region_map_ctl(const struct apus_config *cfg, int node)
+static void *map_ctl(const struct apus_config *cfg, int node, int writable)
 {
 	char path[PATH_MAX];
 	struct stat st;
@@ -124,7 +124,7 @@ const struct region_ctl *region_map_ctl(const struct apus_config *cfg, int node)
 		errno = ENAMETOOLONG;
 		return NULL;
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
 	if (fstat(fd, &st) < 0 || st.st_size < REGION_CTL_SIZE) {
@@ -132,7 +132,8 @@ const struct region_ctl *region_map_ctl(const struct apus_config *cfg, int node)
 		errno = EINVAL;
 		return NULL;
 	}
-	m = mmap(NULL, REGION_CTL_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	m = mmap(NULL, REGION_CTL_SIZE, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
+		 fd, 0);
 	close(fd);
 	if (m == MAP_FAILED)
 		return NULL;
@@ -142,6 +143,16 @@ const struct region_ctl *region_map_ctl(const struct apus_config *cfg, int node)
 		return NULL;
 	}
 	return m;
+}
+
+const struct region_ctl *region_map_ctl(const struct apus_config *cfg, int node)
+{
+	return map_ctl(cfg, node, 0);
+}
+
+struct region_ctl *region_map_ctl_rw(const struct apus_config *cfg, int node)
+{
+	return map_ctl(cfg, node, 1);
 }
 
 void region_unmap_ctl(const struct region_ctl *ctl)

@@ -123,6 +123,24 @@ struct node_status {
 	uint32_t pad;
 };
 
+/* The guard's checkpoint handshake (coordinator/checkpoint.c): the guard
+ * asks with a new `req`; a backup answers `ack` = req once it holds
+ * execution at entry `idx` (log position `pos`), so the CRIU image it
+ * dumps next is that state; it executes again once `release` >= req.  A
+ * leader answers `refused` (it is never paused).  `restore_gen` is bumped by
+ * the guard before a criu restore: the restored process kept the older
+ * value in its memory and so learns that it came back from an image. */
+struct ckpt_words {
+	uint64_t req;		/* guard */
+	uint64_t release;	/* guard */
+	uint64_t restore_gen;	/* guard */
+	uint64_t ack;		/* node: the request answered */
+	uint64_t idx;		/* node: last entry executed at the checkpoint */
+	uint64_t pos;		/* node: log position past it */
+	uint64_t view;		/* node: its view */
+	uint64_t refused;	/* node: nonzero: ack refused the request (not a backup) */
+};
+
 struct region_ctl {
 	uint64_t magic;
 	uint32_t version;
@@ -158,6 +176,8 @@ struct region_ctl {
 	uint64_t pad2[7];
 
 	struct node_status status;
+
+	struct ckpt_words ckpt;
 };
 
 _Static_assert(sizeof(struct region_ctl) <= REGION_CTL_SIZE, "control page overflows");
@@ -180,6 +200,8 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fd,
  * Returns the mapping or NULL with errno set.  Unmap with region_unmap_ctl. */
 const struct region_ctl *region_map_ctl(const struct apus_config *cfg, int node);
 void region_unmap_ctl(const struct region_ctl *ctl);
+/* The same, writable: the guard's checkpoint words (struct ckpt_words). */
+struct region_ctl *region_map_ctl_rw(const struct apus_config *cfg, int node);
 
 /* The name `apus status` shows for a role. */
 static inline const char *role_label(int role)

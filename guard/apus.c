@@ -1,5 +1,7 @@
 /* apus: starts, stops and inspects the replicas of a cluster. */
+#include <fcntl.h>
 #include <getopt.h>
+#include <sched.h>
 #include <ifaddrs.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,6 +24,9 @@ static const char usage_main[] =
 	"  stop     stop them\n"
 	"  status   show view, leader, and each node's role, commit and applied index\n"
 	"  divergence  where a replica's output differed from the leader's\n"
+	"  checkpoint  checkpoint a backup now (CRIU)\n"
+	"  checkpoints list a node's checkpoints\n"
+	"  restore  bring a stopped node back from a checkpoint\n"
 	"\n"
 	"Run 'apus <command> --help' for the options of a command.\n";
 
@@ -145,6 +150,20 @@ int cli_node_is_local(const struct apus_config *cfg, int node)
 	return local;
 }
 
+int cli_enter_netns(const char *name)
+{
+	char path[128];
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "/var/run/netns/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = setns(fd, CLONE_NEWNET);
+	close(fd);
+	return rc;
+}
+
 int cli_pid_alive(pid_t pid)
 {
 	char path[64], buf[512], *p;
@@ -195,6 +214,12 @@ int main(int argc, char **argv)
 		return cmd_start(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stop"))
 		return cmd_stop(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "checkpoint"))
+		return cmd_checkpoint(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "checkpoints"))
+		return cmd_checkpoints(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "restore"))
+		return cmd_restore(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "status"))
 		return cmd_status(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "divergence"))

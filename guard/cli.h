@@ -32,9 +32,15 @@ int cli_node_is_local(const struct apus_config *cfg, int node);
 pid_t cli_node_pid(const struct apus_config *cfg, int node);
 int cli_pid_alive(pid_t pid);
 
+/* Enters the network namespace NAME (as ip netns exec does): 0 or -1. */
+int cli_enter_netns(const char *name);
+
 int cmd_start(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_divergence(int argc, char **argv);
+int cmd_checkpoint(int argc, char **argv);
+int cmd_checkpoints(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
 
 #endif

@@ -135,21 +135,6 @@ static int split_words(char *cmd, char **argv, int max)
 	return argc;
 }
 
-/* Enters the network namespace NAME (as ip netns exec does). */
-static int enter_netns(const char *name)
-{
-	char path[128];
-	int fd, rc;
-
-	snprintf(path, sizeof(path), "/var/run/netns/%s", name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	rc = setns(fd, CLONE_NEWNET);
-	close(fd);
-	return rc;
-}
-
 /* The cluster key a network transport admits peers with: generated here
  * when missing, so a fresh cluster needs no extra step. */
 static int ensure_key(const struct apus_config *cfg, int node)
@@ -208,7 +193,7 @@ static pid_t spawn(const struct apus_config *cfg, int node, const char *lib)
 		}
 		if (null >= 0)
 			dup2(null, 0);
-		if (cfg->nodes[node].netns[0] && enter_netns(cfg->nodes[node].netns) < 0) {
+		if (cfg->nodes[node].netns[0] && cli_enter_netns(cfg->nodes[node].netns) < 0) {
 			fprintf(stderr, "apus: cannot enter network namespace %s: %s\n",
 				cfg->nodes[node].netns, strerror(errno));
 			_exit(127);

@@ -1,0 +1,64 @@
+/* The node's half of a checkpoint (design §7; the guard's half is
+ * guard/checkpoint.c).  A backup asked for a checkpoint stops executing
+ * entries, so the CRIU image the guard dumps next holds its server exactly
+ * at the entry it reports; agreement and acks go on meanwhile (the leader
+ * never waits for it).  A process restored from such an image finds the
+ * guard's restore generation newer than the one it remembers: its server
+ * and memory are back at the checkpoint while its region (the durable log)
+ * is not, so it joins its leader again from where its server stands. */
+#define LOG_PREFIX "checkpoint: "
+#include <unistd.h>
+
+#include "logger.h"
+#include "node.h"
+
+/* A hold the guard never released (it died mid-dump) ends after this. */
+#define HOLD_MAX_NS (30ULL * 1000000000ULL)
+
+void node_checkpoint_init(struct node *n)
+{
+	n->restore_seen = load64(&n->ctl->ckpt.restore_gen);
+	/* A fresh region starts with no request pending. */
+}
+
+int node_checkpoint_poll(struct node *n)
+{
+	struct ckpt_words *w = &n->ctl->ckpt;
+	uint64_t gen = load64(&w->restore_gen), req;
+	int restored = 0;
+
+	if (gen != n->restore_seen) {
+		n->restore_seen = gen;
+		n->ckpt_hold = 0;
+		/* A fresh start may have written its pid here since the dump. */
+		store64(&n->ctl->status.pid, (uint64_t)getpid());
+		pr_info("restored from a checkpoint at entry %llu: joining the leader from there",
+			(unsigned long long)n->exec_idx - 1);
+		restored = 1;
+	}
+	if (n->ckpt_hold) {
+		if (load64(&w->release) >= n->ckpt_hold || node_role(n) != ROLE_BACKUP ||
+		    now_ns() - n->ckpt_hold_ns > HOLD_MAX_NS) {
+			if (load64(&w->release) < n->ckpt_hold)
+				pr_warn("checkpoint %llu never released: executing again",
+					(unsigned long long)n->ckpt_hold);
+			n->ckpt_hold = 0;
+		}
+	}
+	req = load64(&w->req);
+	if (req != load64(&w->ack)) {
+		int backup = node_role(n) == ROLE_BACKUP;
+
+		if (backup) {
+			n->ckpt_hold = req;
+			n->ckpt_hold_ns = now_ns();
+			store64(&w->idx, n->exec_idx - 1);
+			store64(&w->pos, n->exec_pos);
+			store64(&w->view, n->exec_view);
+		}
+		store64(&w->refused, !backup);
+		/* The answer last: the guard reads the words above after it. */
+		store64(&w->ack, req);
+	}
+	return restored;
+}

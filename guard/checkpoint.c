@@ -1,0 +1,676 @@
+/* The guard's half of checkpoints: hold a backup at an entry (through the
+ * checkpoint words of its region), dump it with CRIU while it keeps
+ * running, copy its data directory, checksum everything; and restore one,
+ * refusing damaged images.  Layout and format: checkpoint.h. */
+#include "checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../coordinator/region.h"
+#include "cli.h"
+
+#define CKPT_DIR "checkpoints"
+#define ACK_TIMEOUT_MS 5000
+#define RESTORE_TRIES 25	/* 200 ms apart: a killed pid may stay taken ~1.6 s */
+
+static uint64_t realtime_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static void seterr(char *err, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+const char *criu_binary(void)
+{
+	const char *c = getenv("APUS_CRIU");
+
+	return c && *c ? c : "criu";
+}
+
+/* Runs ARGV (in network namespace NETNS when set) with stdout and stderr
+ * to LOG (or /dev/null); returns its exit status, 127 if it could not run. */
+static int run_cmd(char *const argv[], const char *netns, const char *log)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int fd = open(log ? log : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (null >= 0)
+			dup2(null, 0);
+		if (netns && *netns && cli_enter_netns(netns) < 0)
+			_exit(126);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The first line of FILE that mentions "Error" (the cause; later ones
+ * are its consequences), for a one-line report. */
+static void first_error_line(const char *file, char *out, size_t len)
+{
+	char line[512];
+	FILE *f = fopen(file, "re");
+
+	snprintf(out, len, "see %s", file);
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "Error") && !strstr(line, "RLIMIT_NOFILE")) {
+			char *p = line + strspn(line, " 0123456789:");
+			p[strcspn(p, "\n")] = '\0';
+			snprintf(out, len, "%s", p);
+			break;
+		}
+	fclose(f);
+}
+
+int criu_usable(char *why, size_t len)
+{
+	char tmpl[] = "/tmp/apus-criu-check.XXXXXX", line[256];
+	char *argv[] = { (char *)criu_binary(), "check", NULL };
+	int fd = mkstemp(tmpl), rc, good = 0;
+	FILE *f;
+
+	if (fd < 0) {
+		seterr(why, len, "cannot run criu check: %s", strerror(errno));
+		return -1;
+	}
+	close(fd);
+	rc = run_cmd(argv, NULL, tmpl);
+	f = fopen(tmpl, "re");
+	while (f && fgets(line, sizeof(line), f))
+		good |= strstr(line, "Looks good") != NULL;
+	if (f)
+		fclose(f);
+	if (rc == 127)
+		seterr(why, len, "%s not found (scripts/install-criu.sh installs one)",
+		       criu_binary());
+	else if (rc || !good) {
+		first_error_line(tmpl, why, len);
+		char first[200];
+		snprintf(first, sizeof(first), "%s", why);
+		seterr(why, len, "criu check failed: %s", first);
+	}
+	unlink(tmpl);
+	return rc || !good ? -1 : 0;
+}
+
+/* OUT = A/B; -1 if it does not fit. */
+static int join_path(char *out, size_t len, const char *a, const char *b)
+{
+	int n = snprintf(out, len, "%s/%s", a, b);
+
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+static int ckpt_root(const struct apus_config *cfg, int node, char *out, size_t len)
+{
+	return config_node_path(cfg, node, CKPT_DIR, out, len);
+}
+
+/* --- SHA256SUMS --- */
+
+static int sha256_file(const char *path, char hex[65], uint64_t *size)
+{
+	unsigned char buf[1 << 16], md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = -1;
+	ssize_t n;
+
+	*size = 0;
+	if (fd < 0 || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
+		goto out;
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		EVP_DigestUpdate(ctx, buf, (size_t)n);
+		*size += (uint64_t)n;
+	}
+	if (n < 0 || !EVP_DigestFinal_ex(ctx, md, &mdlen))
+		goto out;
+	for (unsigned i = 0; i < mdlen; i++)
+		sprintf(hex + 2 * i, "%02x", md[i]);
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	EVP_MD_CTX_free(ctx);
+	return rc;
+}
+
+/* Appends "<sha256>  <rel>" for every regular file under BASE/REL to OUT;
+ * adds their sizes to *BYTES.  0 or -1. */
+static int sum_tree(const char *base, const char *rel, FILE *out, uint64_t *bytes)
+{
+	char path[PATH_MAX], sub[PATH_MAX], hex[65];
+	struct dirent *d;
+	DIR *dir;
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", base, rel);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while (!rc && (d = readdir(dir))) {
+		struct stat st;
+		uint64_t size;
+
+		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", rel, d->d_name);
+		if (join_path(path, sizeof(path), base, sub) || lstat(path, &st) < 0)
+			rc = -1;
+		else if (S_ISDIR(st.st_mode))
+			rc = sum_tree(base, sub, out, bytes);
+		else if (S_ISREG(st.st_mode)) {
+			if (sha256_file(path, hex, &size) < 0)
+				rc = -1;
+			else {
+				fprintf(out, "%s  %s\n", hex, sub);
+				*bytes += size;
+			}
+		}
+	}
+	closedir(dir);
+	return rc;
+}
+
+int ckpt_verify(const struct ckpt_info *c, char *why, size_t len)
+{
+	char path[PATH_MAX + 16], line[PATH_MAX + 80], hex[65];
+	int files = 0, rc = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/SHA256SUMS", c->dir);
+	f = fopen(path, "re");
+	if (!f) {
+		seterr(why, len, "SHA256SUMS is missing");
+		return -1;
+	}
+	while (!rc && fgets(line, sizeof(line), f)) {
+		char *name = line + 66;
+		uint64_t size;
+
+		line[strcspn(line, "\n")] = '\0';
+		if (strlen(line) < 67 || line[64] != ' ') {
+			seterr(why, len, "SHA256SUMS is malformed");
+			rc = -1;
+			break;
+		}
+		if (join_path(path, sizeof(path), c->dir, name) || sha256_file(path, hex, &size) < 0) {
+			seterr(why, len, "%s is missing or unreadable", name);
+			rc = -1;
+		} else if (strncmp(hex, line, 64)) {
+			seterr(why, len, "%s does not match its checksum", name);
+			rc = -1;
+		}
+		files++;
+	}
+	fclose(f);
+	if (!rc && !files) {
+		seterr(why, len, "SHA256SUMS lists no files");
+		rc = -1;
+	}
+	return rc;
+}
+
+/* --- meta --- */
+
+static int meta_write(const struct ckpt_info *c, const char *dir)
+{
+	char path[PATH_MAX + 8];
+	FILE *f;
+
+	if (join_path(path, sizeof(path), dir, "meta"))
+		return -1;
+	f = fopen(path, "we");
+	if (!f)
+		return -1;
+	fprintf(f, "index = %llu\nview = %llu\nlog_pos = %llu\ntime_ms = %llu\npid = %d\n"
+		   "image_bytes = %llu\ndata_bytes = %llu\ndump_ms = %llu\n",
+		(unsigned long long)c->index, (unsigned long long)c->view,
+		(unsigned long long)c->log_pos, (unsigned long long)c->time_ms, (int)c->pid,
+		(unsigned long long)c->image_bytes, (unsigned long long)c->data_bytes,
+		(unsigned long long)c->dump_ms);
+	return fclose(f);
+}
+
+static int meta_read(struct ckpt_info *c)
+{
+	char path[PATH_MAX + 8], key[64];
+	unsigned long long v;
+	int seen = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/meta", c->dir);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fscanf(f, " %63s = %llu", key, &v) == 2) {
+		seen++;
+		if (!strcmp(key, "index"))
+			c->index = v;
+		else if (!strcmp(key, "view"))
+			c->view = v;
+		else if (!strcmp(key, "log_pos"))
+			c->log_pos = v;
+		else if (!strcmp(key, "time_ms"))
+			c->time_ms = v;
+		else if (!strcmp(key, "pid"))
+			c->pid = (pid_t)v;
+		else if (!strcmp(key, "image_bytes"))
+			c->image_bytes = v;
+		else if (!strcmp(key, "data_bytes"))
+			c->data_bytes = v;
+		else if (!strcmp(key, "dump_ms"))
+			c->dump_ms = v;
+	}
+	fclose(f);
+	return seen && c->pid > 0 ? 0 : -1;
+}
+
+static int newest_first(const void *a, const void *b)
+{
+	const struct ckpt_info *x = a, *y = b;
+
+	if (x->index != y->index)
+		return x->index < y->index ? 1 : -1;
+	return x->time_ms < y->time_ms ? 1 : x->time_ms > y->time_ms ? -1 : 0;
+}
+
+int ckpt_list(const struct apus_config *cfg, int node, struct ckpt_info *out, int max)
+{
+	char root[PATH_MAX];
+	struct dirent *d;
+	DIR *dir;
+	int n = 0;
+
+	if (ckpt_root(cfg, node, root, sizeof(root))) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	dir = opendir(root);
+	if (!dir)
+		return errno == ENOENT ? 0 : -1;
+	while (n < max && (d = readdir(dir))) {
+		struct ckpt_info *c = &out[n];
+
+		if (d->d_name[0] == '.' || strlen(d->d_name) >= sizeof(c->id))
+			continue;
+		memset(c, 0, sizeof(*c));
+		snprintf(c->id, sizeof(c->id), "%s", d->d_name);
+		if (!join_path(c->dir, sizeof(c->dir), root, d->d_name) && meta_read(c) == 0)
+			n++;
+	}
+	closedir(dir);
+	qsort(out, (size_t)n, sizeof(*out), newest_first);
+	return n;
+}
+
+static int remove_tree(const char *path)
+{
+	char *argv[] = { "rm", "-rf", "--", (char *)path, NULL };
+
+	return run_cmd(argv, NULL, NULL);
+}
+
+int ckpt_prune(const struct apus_config *cfg, int node, int keep)
+{
+	struct ckpt_info list[CKPT_MAX];
+	int n = ckpt_list(cfg, node, list, CKPT_MAX), gone = 0;
+
+	for (int i = keep; i < n; i++)
+		if (remove_tree(list[i].dir) == 0)
+			gone++;
+	return gone;
+}
+
+/* --- data directory --- */
+
+/* Copies the server's files of SRC (not ours: apus.*, checkpoints/,
+ * sockets) into DST with cp -a.  0 or -1. */
+static int copy_data(const char *src, const char *dst)
+{
+	char *argv[256 + 8], paths[256][PATH_MAX];
+	struct dirent *d;
+	int argc = 0, n = 0, rc = 0;
+	DIR *dir = opendir(src);
+
+	if (!dir)
+		return -1;
+	argv[argc++] = "cp";
+	argv[argc++] = "-a";
+	argv[argc++] = "--";
+	while ((d = readdir(dir)) && n < 256) {
+		struct stat st;
+
+		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..") ||
+		    !strncmp(d->d_name, "apus.", 5) || !strcmp(d->d_name, CKPT_DIR))
+			continue;
+		snprintf(paths[n], PATH_MAX, "%s/%s", src, d->d_name);
+		if (lstat(paths[n], &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+			continue;
+		argv[argc++] = paths[n++];
+	}
+	closedir(dir);
+	if (n) {
+		argv[argc++] = (char *)dst;
+		argv[argc] = NULL;
+		rc = run_cmd(argv, NULL, NULL) ? -1 : 0;
+	}
+	return rc;
+}
+
+/* --- take --- */
+
+static void say(void (*progress)(const char *), const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void say(void (*progress)(const char *), const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	if (!progress)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	progress(line);
+}
+
+/* Asks NODE to hold execution; returns the request number with *W's idx,
+ * pos and view valid, or 0 with ERR set. */
+static uint64_t hold_node(struct region_ctl *ctl, int node, char *err, size_t errlen)
+{
+	struct ckpt_words *w = &ctl->ckpt;
+	uint64_t req = load64(&w->req);
+	uint64_t start = mono_ms();
+
+	if (load64(&w->ack) > req)
+		req = load64(&w->ack);
+	req++;
+	store64(&w->req, req);
+	while (load64(&w->ack) != req) {
+		if (mono_ms() - start > ACK_TIMEOUT_MS) {
+			seterr(err, errlen, "node %d did not answer the checkpoint request in %d ms",
+			       node, ACK_TIMEOUT_MS);
+			store64(&w->release, req);
+			return 0;
+		}
+		sleep_ms(1);
+	}
+	if (load64(&w->refused)) {
+		seterr(err, errlen, "node %d leads: the leader is never checkpointed", node);
+		return 0;
+	}
+	return req;
+}
+
+int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
+	      void (*progress)(const char *step), char *err, size_t errlen)
+{
+	char root[PATH_MAX], tmp[PATH_MAX + 80], img[PATH_MAX + 96], dlog[PATH_MAX + 112];
+	char data[PATH_MAX + 96], sums[PATH_MAX + 96], pidarg[16];
+	struct ckpt_info c = { 0 };
+	struct region_ctl *ctl;
+	uint64_t req, t0;
+	int rc;
+
+	c.pid = cli_node_pid(cfg, node);
+	if (!c.pid) {
+		seterr(err, errlen, "node %d is not running", node);
+		return -1;
+	}
+	if (ckpt_root(cfg, node, root, sizeof(root)) || (mkdir(root, 0700) < 0 && errno != EEXIST)) {
+		seterr(err, errlen, "cannot create %s: %s", root, strerror(errno));
+		return -1;
+	}
+	ctl = region_map_ctl_rw(cfg, node);
+	if (!ctl) {
+		seterr(err, errlen, "cannot open node %d's region: %s", node, strerror(errno));
+		return -1;
+	}
+	if (ctl->status.role != ROLE_BACKUP) {
+		seterr(err, errlen, "node %d is a %s, not a backup: only backups are checkpointed",
+		       node, role_label(ctl->status.role));
+		region_unmap_ctl(ctl);
+		return -1;
+	}
+	say(progress, "holding node %d at its next entry", node);
+	req = hold_node(ctl, node, err, errlen);
+	if (!req) {
+		region_unmap_ctl(ctl);
+		return -1;
+	}
+	c.index = load64(&ctl->ckpt.idx);
+	c.log_pos = load64(&ctl->ckpt.pos);
+	c.view = load64(&ctl->ckpt.view);
+	c.time_ms = realtime_ms();
+	snprintf(c.id, sizeof(c.id), "%012llu-%llu", (unsigned long long)c.index,
+		 (unsigned long long)c.time_ms);
+	snprintf(tmp, sizeof(tmp), "%s/.tmp-%s", root, c.id);
+	snprintf(img, sizeof(img), "%s/images", tmp);
+	snprintf(data, sizeof(data), "%s/data", tmp);
+	snprintf(dlog, sizeof(dlog), "%s/criu-dump.out", tmp);
+	if (mkdir(tmp, 0700) < 0 || mkdir(img, 0700) < 0 || mkdir(data, 0700) < 0) {
+		seterr(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+		store64(&ctl->ckpt.release, req);
+		goto fail;
+	}
+	say(progress, "dumping pid %d at entry %llu (criu, left running)", (int)c.pid,
+	    (unsigned long long)c.index);
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)c.pid);
+	char *dump[] = { (char *)criu_binary(), "dump", "-t", pidarg, "-D", img, "--leave-running",
+			 "--tcp-established", "--network-lock", "nftables", "--file-locks",
+			 "-o", "dump.log", NULL };
+	t0 = mono_ms();
+	rc = run_cmd(dump, cfg->nodes[node].netns, dlog);
+	c.dump_ms = mono_ms() - t0;
+	/* The server executes again whatever happened. */
+	store64(&ctl->ckpt.release, req);
+	if (rc) {
+		char line[400], dl[PATH_MAX + 112];
+		snprintf(dl, sizeof(dl), "%s/dump.log", img);
+		first_error_line(dl, line, sizeof(line));
+		seterr(err, errlen, "criu dump of node %d failed (%s)",
+		       node, rc == 127 ? "criu not found" : line);
+		goto fail;
+	}
+	say(progress, "dumped in %llu ms; copying the data directory",
+	    (unsigned long long)c.dump_ms);
+	if (copy_data(cfg->nodes[node].data_dir, data)) {
+		seterr(err, errlen, "copying %s failed", cfg->nodes[node].data_dir);
+		goto fail;
+	}
+	say(progress, "checksumming");
+	snprintf(sums, sizeof(sums), "%s/SHA256SUMS", tmp);
+	FILE *f = fopen(sums, "we");
+	rc = !f || sum_tree(tmp, "images", f, &c.image_bytes) || sum_tree(tmp, "data", f, &c.data_bytes);
+	if (f && fclose(f))
+		rc = 1;
+	if (rc || meta_write(&c, tmp)) {
+		seterr(err, errlen, "cannot write the checksums and meta of %s", tmp);
+		goto fail;
+	}
+	if (join_path(c.dir, sizeof(c.dir), root, c.id) || rename(tmp, c.dir) < 0) {
+		seterr(err, errlen, "cannot rename %s: %s", tmp, strerror(errno));
+		goto fail;
+	}
+	region_unmap_ctl(ctl);
+	*out = c;
+	return 0;
+fail:
+	region_unmap_ctl(ctl);
+	remove_tree(tmp);
+	return -1;
+}
+
+/* --- restore --- */
+
+/* Drops the nftables table a failed CRIU run may leave (it blocks the
+ * restored connections' packets). */
+static void drop_criu_tables(const char *netns)
+{
+	char *argv[] = { "sh", "-c",
+			 "nft list tables 2>/dev/null | awk '$3 ~ /^CRIU-/ { print $2, $3 }' | "
+			 "while read f t; do nft delete table \"$f\" \"$t\"; done",
+			 NULL };
+
+	run_cmd(argv, netns, NULL);
+}
+
+static int restore_from(const struct apus_config *cfg, int node, const struct ckpt_info *c,
+			char *err, size_t errlen)
+{
+	char img[PATH_MAX + 16], data[PATH_MAX + 16], out[PATH_MAX + 32], pidpath[PATH_MAX];
+	const char *netns = cfg->nodes[node].netns;
+	struct region_ctl *ctl = region_map_ctl_rw(cfg, node);
+	int rc = -1;
+
+	if (!ctl) {
+		seterr(err, errlen, "node %d has no region file to restore into (%s)", node,
+		       strerror(errno));
+		return -1;
+	}
+	/* Tell the restored process it came back; nothing holds it. */
+	store64(&ctl->ckpt.ack, load64(&ctl->ckpt.req));
+	store64(&ctl->ckpt.release, load64(&ctl->ckpt.req));
+	store64(&ctl->ckpt.restore_gen, load64(&ctl->ckpt.restore_gen) + 1);
+	region_unmap_ctl(ctl);
+
+	snprintf(data, sizeof(data), "%s/data", c->dir);
+	if (copy_data(data, cfg->nodes[node].data_dir)) {
+		seterr(err, errlen, "cannot copy the checkpoint's data into %s",
+		       cfg->nodes[node].data_dir);
+		return -1;
+	}
+	snprintf(img, sizeof(img), "%s/images", c->dir);
+	snprintf(out, sizeof(out), "%s/criu-restore.out", c->dir);
+	char *restore[] = { (char *)criu_binary(), "restore", "-D", img, "-d", "--tcp-established",
+			    "--file-locks", "-o", "restore.log", NULL };
+	for (int i = 0; i < RESTORE_TRIES; i++) {
+		rc = run_cmd(restore, netns, out);
+		if (!rc || rc == 127)
+			break;
+		drop_criu_tables(netns);
+		sleep_ms(200);
+	}
+	if (rc) {
+		char line[400], rl[PATH_MAX + 32];
+		snprintf(rl, sizeof(rl), "%s/restore.log", img);
+		first_error_line(rl, line, sizeof(line));
+		seterr(err, errlen, "criu restore of node %d from %s failed (%s)", node, c->id,
+		       rc == 127 ? "criu not found" : line);
+		return -1;
+	}
+	if (!cli_pid_alive(c->pid)) {
+		seterr(err, errlen, "node %d's restored process (pid %d) is gone", node, (int)c->pid);
+		return -1;
+	}
+	config_node_path(cfg, node, "apus.pid", pidpath, sizeof(pidpath));
+	FILE *f = fopen(pidpath, "we");
+	if (f) {
+		fprintf(f, "%d\n", (int)c->pid);
+		fclose(f);
+	}
+	return 0;
+}
+
+int ckpt_restore(const struct apus_config *cfg, int node, const char *id, struct ckpt_info *used,
+		 void (*warn)(const char *msg), char *err, size_t errlen)
+{
+	struct ckpt_info list[CKPT_MAX];
+	char why[300], msg[600];
+	int n, tried = 0;
+	pid_t running = cli_node_pid(cfg, node);
+
+	if (running) {
+		seterr(err, errlen, "node %d is running (pid %d): stop it before restoring it", node,
+		       (int)running);
+		return -1;
+	}
+	n = ckpt_list(cfg, node, list, CKPT_MAX);
+	if (n < 0) {
+		seterr(err, errlen, "cannot list node %d's checkpoints: %s", node, strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		if (id && strcmp(list[i].id, id))
+			continue;
+		tried++;
+		if (ckpt_verify(&list[i], why, sizeof(why))) {
+			snprintf(msg, sizeof(msg), "checkpoint %s of node %d is damaged: %s%s", list[i].id,
+				 node, why, id ? "" : "; trying an older one");
+			if (id) {
+				seterr(err, errlen, "%s", msg);
+				return -1;
+			}
+			if (warn)
+				warn(msg);
+			continue;
+		}
+		if (restore_from(cfg, node, &list[i], err, errlen))
+			return -1;
+		*used = list[i];
+		return 0;
+	}
+	if (id && !tried)
+		seterr(err, errlen, "node %d has no checkpoint %s (see apus checkpoints --node %d)",
+		       node, id, node);
+	else
+		seterr(err, errlen, "node %d has no %scheckpoint to restore from", node,
+		       tried ? "intact " : "");
+	return -1;
+}

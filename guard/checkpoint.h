@@ -1,0 +1,63 @@
+/* Checkpoints of a backup's server (design §7): CRIU images of the process
+ * plus a copy of its data directory, taken at a known log entry, kept
+ * under <data_dir>/checkpoints/<id>/:
+ *
+ *   images/   the CRIU dump (dump.log, restore.log beside the images)
+ *   data/     the server's files from data_dir (apus.* and sockets excepted)
+ *   SHA256SUMS  every file of images/ and data/; a damaged one is refused
+ *   meta      key = value: index, view, log_pos, time_ms, pid, sizes, times
+ *
+ * A checkpoint is built in .tmp-<id> and renamed into place once whole, so
+ * an interrupted one never looks complete.  The id sorts by entry index. */
+#ifndef APUS_GUARD_CHECKPOINT_H
+#define APUS_GUARD_CHECKPOINT_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../coordinator/config.h"
+
+#define CKPT_MAX 64
+
+struct ckpt_info {
+	char id[64];
+	char dir[PATH_MAX];
+	uint64_t index, view, log_pos, time_ms;
+	uint64_t image_bytes, data_bytes;
+	uint64_t dump_ms;
+	pid_t pid;
+};
+
+/* The CRIU binary: $APUS_CRIU, else criu from PATH. */
+const char *criu_binary(void);
+
+/* 0 if CRIU is installed and `criu check` passes; else -1 with WHY set to
+ * one line ("criu not found", "criu check failed: ..."). */
+int criu_usable(char *why, size_t len);
+
+/* Takes a checkpoint of backup NODE (running as PID): hold, dump (left
+ * running), copy data, release.  PROGRESS, if set, gets one line per step.
+ * Returns 0 with *OUT filled, or -1 with ERR set. */
+int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
+	      void (*progress)(const char *step), char *err, size_t errlen);
+
+/* NODE's complete checkpoints, newest (highest index) first; returns how
+ * many (at most MAX), or -1 with errno set. */
+int ckpt_list(const struct apus_config *cfg, int node, struct ckpt_info *out, int max);
+
+/* Checks a checkpoint's files against its SHA256SUMS.  0, or -1 with WHY
+ * naming the first file that is missing or differs. */
+int ckpt_verify(const struct ckpt_info *c, char *why, size_t len);
+
+/* Removes all but the newest KEEP checkpoints of NODE; returns how many went. */
+int ckpt_prune(const struct apus_config *cfg, int node, int keep);
+
+/* Restores NODE (not running) from checkpoint ID, or from the newest that
+ * verifies when ID is NULL (each damaged one is reported through WARN and
+ * skipped).  Returns 0 with *USED filled once the restored process runs,
+ * or -1 with ERR set. */
+int ckpt_restore(const struct apus_config *cfg, int node, const char *id, struct ckpt_info *used,
+		 void (*warn)(const char *msg), char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,196 @@
+/* apus checkpoint, apus checkpoints, apus restore: the operator's handles
+ * on a backup's checkpoints (guard/checkpoint.c does the work). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "cli.h"
+
+static const char usage_checkpoint[] =
+	"usage: apus checkpoint --config FILE --node N [--json]\n"
+	"\n"
+	"Takes a checkpoint of backup N now: holds its server at the entry it\n"
+	"stands on, dumps it with CRIU while it keeps running, copies its data\n"
+	"directory and checksums it all into <data_dir>/checkpoints/<id>.\n"
+	"The leader is never checkpointed.  Older checkpoints beyond\n"
+	"checkpoint_keep (config, default 3) are removed.\n"
+	"\n"
+	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"
+	"  -n, --node N        the backup (required)\n"
+	"  -j, --json          print the checkpoint as JSON\n"
+	"  -h, --help          this text\n";
+
+static const char usage_checkpoints[] =
+	"usage: apus checkpoints --config FILE --node N [--json]\n"
+	"\n"
+	"Lists node N's checkpoints, newest first: id, log entry, view, age, size\n"
+	"of the CRIU images and of the data copy, and how long the dump took.\n"
+	"\n"
+	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"
+	"  -n, --node N        the node (required)\n"
+	"  -j, --json          JSON array instead of a table\n"
+	"  -h, --help          this text\n";
+
+static const char usage_restore[] =
+	"usage: apus restore --config FILE --node N [--checkpoint ID]\n"
+	"\n"
+	"Brings stopped node N back from a checkpoint: the newest one whose\n"
+	"checksums hold (a damaged one is reported and the next older one is\n"
+	"used), or ID.  CRIU restores its server process, the data directory is\n"
+	"copied back, and the node joins its leader from the checkpoint's entry.\n"
+	"\n"
+	"  -c, --config FILE      cluster configuration (default: $APUS_CONFIG)\n"
+	"  -n, --node N           the node (required; it must not be running)\n"
+	"  -k, --checkpoint ID    this checkpoint (see apus checkpoints)\n"
+	"  -h, --help             this text\n";
+
+static int tty;
+static int step;
+
+static void progress(const char *line)
+{
+	if (tty) {
+		/* A bar of the checkpoint's four steps, redrawn in place. */
+		static const char bar[] = "####";
+		step = step < 4 ? step + 1 : 4;
+		printf("\r\033[K[%.*s%*s] %s", step, bar, 4 - step, "", line);
+	} else {
+		printf("%s\n", line);
+	}
+	fflush(stdout);
+}
+
+static void warn_line(const char *msg)
+{
+	cli_error("%s", msg);
+}
+
+static int need_node(const struct cli *c, const char *cmd)
+{
+	if (c->node >= 0)
+		return 0;
+	cli_error("%s: --node N is required", cmd);
+	return -1;
+}
+
+static double age_s(const struct ckpt_info *k)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ((double)ts.tv_sec * 1000 + ts.tv_nsec / 1e6 - (double)k->time_ms) / 1000;
+}
+
+static void print_json(const struct ckpt_info *k)
+{
+	printf("{\"id\": \"%s\", \"index\": %llu, \"view\": %llu, \"time_ms\": %llu, "
+	       "\"age_s\": %.1f, \"image_bytes\": %llu, \"data_bytes\": %llu, \"dump_ms\": %llu, "
+	       "\"pid\": %d, \"dir\": \"%s\"}",
+	       k->id, (unsigned long long)k->index, (unsigned long long)k->view,
+	       (unsigned long long)k->time_ms, age_s(k), (unsigned long long)k->image_bytes,
+	       (unsigned long long)k->data_bytes, (unsigned long long)k->dump_ms, (int)k->pid,
+	       k->dir);
+}
+
+int cmd_checkpoint(int argc, char **argv)
+{
+	struct ckpt_info k;
+	struct cli c;
+	char err[600];
+	int rc = cli_parse(&c, "checkpoint", usage_checkpoint, argc, argv);
+
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	if (need_node(&c, "checkpoint"))
+		return 2;
+	tty = isatty(1) && !c.json;
+	rc = ckpt_take(&c.cfg, c.node, &k, c.json ? NULL : progress, err, sizeof(err));
+	if (tty)
+		printf("\n");
+	if (rc) {
+		cli_error("%s", err);
+		return 1;
+	}
+	ckpt_prune(&c.cfg, c.node, c.cfg.checkpoint_keep);
+	if (c.json) {
+		print_json(&k);
+		printf("\n");
+	} else {
+		printf("checkpoint %s of node %d: entry %llu, images %.1f MB, data %.1f MB, dump %llu ms\n",
+		       k.id, c.node, (unsigned long long)k.index, k.image_bytes / 1e6,
+		       k.data_bytes / 1e6, (unsigned long long)k.dump_ms);
+	}
+	return 0;
+}
+
+int cmd_checkpoints(int argc, char **argv)
+{
+	struct ckpt_info list[CKPT_MAX];
+	struct cli c;
+	int n, rc = cli_parse(&c, "checkpoints", usage_checkpoints, argc, argv);
+
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	if (need_node(&c, "checkpoints"))
+		return 2;
+	n = ckpt_list(&c.cfg, c.node, list, CKPT_MAX);
+	if (n < 0) {
+		cli_error("cannot list node %d's checkpoints: %m", c.node);
+		return 1;
+	}
+	if (c.json) {
+		printf("[");
+		for (int i = 0; i < n; i++) {
+			printf(i ? ",\n " : "");
+			print_json(&list[i]);
+		}
+		printf("]\n");
+		return 0;
+	}
+	if (!n) {
+		printf("node %d has no checkpoints\n", c.node);
+		return 0;
+	}
+	printf("%-28s %10s %6s %10s %10s %10s %8s\n", "ID", "ENTRY", "VIEW", "AGE", "IMAGES",
+	       "DATA", "DUMP");
+	for (int i = 0; i < n; i++)
+		printf("%-28s %10llu %6llu %9.1fs %8.1fMB %8.1fMB %6llums\n", list[i].id,
+		       (unsigned long long)list[i].index, (unsigned long long)list[i].view,
+		       age_s(&list[i]), list[i].image_bytes / 1e6, list[i].data_bytes / 1e6,
+		       (unsigned long long)list[i].dump_ms);
+	return 0;
+}
+
+int cmd_restore(int argc, char **argv)
+{
+	const char *id = NULL;
+	char *rest[64], err[600];
+	struct ckpt_info used;
+	struct cli c;
+	int n = 0, rc;
+
+	/* --checkpoint is this command's own; the rest are the common ones. */
+	for (int i = 0; i < argc && n < 63; i++) {
+		if ((!strcmp(argv[i], "--checkpoint") || !strcmp(argv[i], "-k")) && i + 1 < argc)
+			id = argv[++i];
+		else if (!strncmp(argv[i], "--checkpoint=", 13))
+			id = argv[i] + 13;
+		else
+			rest[n++] = argv[i];
+	}
+	rest[n] = NULL;
+	rc = cli_parse(&c, "restore", usage_restore, n, rest);
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	if (need_node(&c, "restore"))
+		return 2;
+	if (ckpt_restore(&c.cfg, c.node, id, &used, warn_line, err, sizeof(err))) {
+		cli_error("%s", err);
+		return 1;
+	}
+	printf("node %d restored from checkpoint %s (entry %llu, pid %d); it catches up from the leader\n",
+	       c.node, used.id, (unsigned long long)used.index, (int)used.pid);
+	return 0;
+}
