@@ -257,6 +257,7 @@ static void set_defaults(struct apus_config *c)
 	c->heartbeat_ms = 10;
 	c->start_timeout_ms = 15000;
 	c->checkpoint_keep = 3;
+	c->guard = 1;
 	for (int i = 0; i < APUS_MAX_NODES; i++)
 		c->nodes[i].id = -1;
 }

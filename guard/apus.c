@@ -27,6 +27,7 @@ static const char usage_main[] =
 	"  checkpoint  checkpoint a backup now (CRIU)\n"
 	"  checkpoints list a node's checkpoints\n"
 	"  restore  bring a stopped node back from a checkpoint\n"
+	"  guard    supervise a node: checkpoints, restore on a crash (apus start runs it)\n"
 	"\n"
 	"Run 'apus <command> --help' for the options of a command.\n";
 
@@ -202,6 +203,10 @@ pid_t cli_node_pid(const struct apus_config *cfg, int node)
 
 int main(int argc, char **argv)
 {
+	const char *base = strrchr(argv[0], '/');
+
+	if (!strcmp(base ? base + 1 : argv[0], "apus-guard"))
+		return cmd_guard(argc, argv);
 	if (argc < 2) {
 		fputs(usage_main, stderr);
 		return 2;
@@ -218,6 +223,8 @@ int main(int argc, char **argv)
 		return cmd_checkpoint(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "checkpoints"))
 		return cmd_checkpoints(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "guard"))
+		return cmd_guard(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "restore"))
 		return cmd_restore(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "status"))

@@ -32,6 +32,16 @@ int cli_node_is_local(const struct apus_config *cfg, int node);
 pid_t cli_node_pid(const struct apus_config *cfg, int node);
 int cli_pid_alive(pid_t pid);
 
+/* libapus.so: $APUS_LIB, or beside this program.  0, or -1 (said why). */
+int cli_find_lib(char *out, size_t len);
+
+/* Forks node NODE's server under LIB (its own session, logging to
+ * <data_dir>/apus.log, pid in <data_dir>/apus.pid); returns its pid or -1. */
+pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib);
+
+/* The node's guard (guard/guard.c), if one runs: its pid, else 0. */
+pid_t cli_guard_pid(const struct apus_config *cfg, int node);
+
 /* Enters the network namespace NAME (as ip netns exec does): 0 or -1. */
 int cli_enter_netns(const char *name);
 
@@ -42,5 +52,6 @@ int cmd_divergence(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
 int cmd_checkpoints(int argc, char **argv);
 int cmd_restore(int argc, char **argv);
+int cmd_guard(int argc, char **argv);
 
 #endif

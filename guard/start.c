@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../coordinator/admission.h"
+#include "checkpoint.h"
 #include "cli.h"
 
 static const char usage[] =
@@ -38,7 +39,7 @@ static const char usage[] =
 
 /* libapus.so: $APUS_LIB, or ../lib/libapus.so or ../lib/apus/libapus.so
  * relative to this executable (build tree and installed layouts). */
-static int find_lib(char *out, size_t len)
+int cli_find_lib(char *out, size_t len)
 {
 	static const char *const rel[] = { "../lib/libapus.so", "../lib/apus/libapus.so" };
 	const char *env = getenv("APUS_LIB");
@@ -155,8 +156,7 @@ static int ensure_key(const struct apus_config *cfg, int node)
 	return 0;
 }
 
-/* Forks the node's server; returns its pid or -1. */
-static pid_t spawn(const struct apus_config *cfg, int node, const char *lib)
+pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 {
 	char cmd[8192], *args[256], logpath[PATH_MAX], pidpath[PATH_MAX], id[16], preload[PATH_MAX * 2];
 	const char *old = getenv("LD_PRELOAD");
@@ -213,6 +213,41 @@ static pid_t spawn(const struct apus_config *cfg, int node, const char *lib)
 		fclose(f);
 	}
 	return pid;
+}
+
+/* Starts NODE's guard (apus guard) in its own session, logging to
+ * <data_dir>/apus.guard.log. */
+static void start_guard(const struct apus_config *cfg, int node)
+{
+	char exe[PATH_MAX], logpath[PATH_MAX], id[16];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	pid_t pid;
+
+	if (n < 0 || cli_guard_pid(cfg, node))
+		return;
+	exe[n] = '\0';
+	config_node_path(cfg, node, "apus.guard.log", logpath, sizeof(logpath));
+	snprintf(id, sizeof(id), "%d", node);
+	pid = fork();
+	if (pid < 0) {
+		cli_error("cannot start node %d's guard: %s", node, strerror(errno));
+		return;
+	}
+	if (pid == 0) {
+		int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		setsid();
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (null >= 0)
+			dup2(null, 0);
+		close_range(3, ~0U, 0);	/* nothing of the caller's (a test's pipes) */
+		execl(exe, "apus", "guard", "--config", cfg->path, "--node", id, (char *)NULL);
+		_exit(127);
+	}
 }
 
 /* The node that serves as leader, as far as this host can see: one of
@@ -274,8 +309,13 @@ int cmd_start(int argc, char **argv)
 	rc = cli_parse(&c, "start", usage, argc, argv);
 	if (rc)
 		return rc > 0 ? 0 : 2;
-	if (find_lib(lib, sizeof(lib)))
+	if (cli_find_lib(lib, sizeof(lib)))
 		return 1;
+	if (c.cfg.guard && (c.cfg.checkpoint_interval_s || c.cfg.checkpoint_entries)) {
+		char why[300];
+		if (criu_usable(why, sizeof(why)))
+			cli_error("checkpoints are off: %s; replication runs without them", why);
+	}
 	for (int i = 0; i < c.cfg.nnodes; i++) {
 		if (c.node >= 0 ? i != c.node : !cli_node_is_local(&c.cfg, i))
 			continue;
@@ -291,7 +331,7 @@ int cmd_start(int argc, char **argv)
 		}
 		if (ensure_key(&c.cfg, i))
 			goto fail;
-		pids[i] = spawn(&c.cfg, i, lib);
+		pids[i] = cli_spawn_node(&c.cfg, i, lib);
 		if (pids[i] < 0)
 			goto fail;
 		want[i] = 1;
@@ -341,6 +381,8 @@ int cmd_start(int argc, char **argv)
 			if (ok) {
 				printf("node %d started: %s, pid %d, app %s:%d\n", i, role_label(s->role),
 				       (int)pids[i], c.cfg.nodes[i].address, c.cfg.nodes[i].app_port);
+				if (c.cfg.guard)
+					start_guard(&c.cfg, i);
 				want[i] = 0;
 				count--;
 			}

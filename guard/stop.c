@@ -28,6 +28,19 @@ int cmd_stop(int argc, char **argv)
 	if (rc)
 		return rc > 0 ? 0 : 2;
 	timeout = c.timeout_ms == c.cfg.start_timeout_ms ? 10000 : c.timeout_ms;
+	/* Guards first: a guard would bring its stopped server back. */
+	for (int i = 0; i < c.cfg.nnodes; i++) {
+		if (c.node >= 0 ? i != c.node : !cli_node_is_local(&c.cfg, i))
+			continue;
+		pid_t g = cli_guard_pid(&c.cfg, i);
+		if (!g)
+			continue;
+		kill(g, SIGTERM);
+		for (int waited = 0; cli_pid_alive(g) && waited < timeout; waited += 20)
+			nanosleep(&tick, NULL);
+		if (cli_pid_alive(g))
+			kill(g, SIGKILL);
+	}
 	for (int i = 0; i < c.cfg.nnodes; i++) {
 		if (c.node >= 0 ? i != c.node : !cli_node_is_local(&c.cfg, i))
 			continue;

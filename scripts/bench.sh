@@ -44,14 +44,14 @@ declare -A host port conf
 bare_port=7290
 shm_conf() { # NAME PORTDIGIT EXTRA-LINE
 	sed -e "s#/tmp/apus-demo#$work/$1#" -e "s/= 700\([123]\)/= 7$2\1/" \
-		-e "s/^fsync .*/fsync = batch\n$3/" apps/redis/cluster-shm.conf >"$work/$1.conf"
+		-e "s/^fsync .*/fsync = batch\n$3/" -e "s/^guard .*/guard = off/" apps/redis/cluster-shm.conf >"$work/$1.conf"
 	echo "$work/$1.conf"
 }
 conf[apus]=$(shm_conf apus 28 "")
 conf[apus-reply]=$(shm_conf apus-reply 38 "commit_wait = reply")
 conf[apus-tcp]=$work/apus-tcp.conf
 sed -e "s#/tmp/apus-demo-tcp#$work/tcp#" -e 's/= 7100$/= 7580/' -e 's/= 7110$/= 7590/' \
-	-e 's/^fsync .*/fsync = batch/' apps/redis/cluster-tcp.conf >"${conf[apus-tcp]}"
+	-e 's/^fsync .*/fsync = batch/' -e 's/^guard .*/guard = off/' apps/redis/cluster-tcp.conf >"${conf[apus-tcp]}"
 tcp_where="each replica in its own network namespace"
 if ! { [ "$(id -u)" -eq 0 ] && bash scripts/netns.sh up 3 >/dev/null 2>&1; }; then
 	bash scripts/netns.sh loopback "${conf[apus-tcp]}" >"$work/lo.conf"

@@ -27,10 +27,10 @@ tcp_where=""
 
 conf[shm]=$work/shm.conf
 sed -e "s#/tmp/apus-demo#$work/shm#" -e 's/= 700\([123]\)/= 762\1/' \
-	-e "s/^heartbeat_ms .*/heartbeat_ms = $hb/" apps/redis/cluster-shm.conf >"${conf[shm]}"
+	-e "s/^heartbeat_ms .*/heartbeat_ms = $hb/" -e "s/^guard .*/guard = off/" apps/redis/cluster-shm.conf >"${conf[shm]}"
 conf[tcp]=$work/tcp.conf
 sed -e "s#/tmp/apus-demo-tcp#$work/tcp#" -e 's/= 7100$/= 7640/' -e 's/= 7110$/= 7650/' \
-	-e "s/^heartbeat_ms .*/heartbeat_ms = $hb/" apps/redis/cluster-tcp.conf >"${conf[tcp]}"
+	-e "s/^heartbeat_ms .*/heartbeat_ms = $hb/" -e "s/^guard .*/guard = off/" apps/redis/cluster-tcp.conf >"${conf[tcp]}"
 if [[ " $transports " == *" tcp "* ]]; then
 	tcp_where="each replica in its own network namespace"
 	if ! { [ "$(id -u)" -eq 0 ] && bash scripts/netns.sh up 3 >/dev/null 2>&1; }; then

@@ -126,6 +126,9 @@ function make_conf() {
 		# failover in the middle of a test about something else would fail it.
 		echo "suspect_ms   = ${APUS_TEST_SUSPECT_MS:-300}"
 		echo "commit_wait  = ${APUS_TEST_COMMIT_WAIT:-read}"
+		# Tests kill nodes on purpose: no guard brings them back unless a
+		# test asks for one (guard.bats).
+		echo "guard        = ${APUS_TEST_GUARD:-off}"
 		echo "app_cmd      = redis-server --port {port} --bind {address} --dir {data_dir} --unixsocket {data_dir}/redis.sock --save \"\" --appendonly no --enable-debug-command local --daemonize no$extra${*:+ $*}"
 		for ((i = 0; i < APUS_TEST_NODES; i++)); do
 			mkdir -p "$dir/n$i"

@@ -1,0 +1,258 @@
+/* apus guard (also run as apus-guard): one per replica, started by
+ * apus start when the config says guard = on.  It watches the node's
+ * server; takes checkpoints of it while it is a backup, every
+ * checkpoint_interval_s seconds or checkpoint_entries entries; and when
+ * the server dies without apus stop, brings it back: from its newest
+ * intact checkpoint if it was a backup and CRIU works, else by starting it
+ * afresh (it recovers its log from the region file and rebuilds).
+ *
+ * The guard is a child subreaper: servers it restores (criu restore -d)
+ * or restarts become its children, so it reaps them.  It logs to
+ * <data_dir>/apus.guard.log and writes <data_dir>/apus.guard.pid; apus stop
+ * stops it before the server. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "cli.h"
+
+#define TICK_MS 100
+#define RESTARTS_PER_MINUTE 5
+
+static const char usage[] =
+	"usage: apus guard --config FILE --node N\n"
+	"       apus-guard --config FILE --node N\n"
+	"\n"
+	"Supervises node N's server (apus start runs it when the config has\n"
+	"guard = on): checkpoints the node while it is a backup, every\n"
+	"checkpoint_interval_s seconds and/or checkpoint_entries entries (keeping\n"
+	"checkpoint_keep), and brings the server back when it dies: restored from\n"
+	"its newest intact checkpoint if it was a backup, else started afresh.\n"
+	"Without a working CRIU it only restarts.  SIGTERM stops it (the server\n"
+	"keeps running).  Logs to <data_dir>/apus.guard.log.\n"
+	"\n"
+	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"
+	"  -n, --node N        the node to guard (required)\n"
+	"  -h, --help          this text\n";
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void glog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void glog(const char *fmt, ...)
+{
+	char ts[32];
+	time_t now = time(NULL);
+	va_list ap;
+
+	strftime(ts, sizeof(ts), "%H:%M:%S", localtime(&now));
+	printf("%s guard[%d] ", ts, (int)getpid());
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+}
+
+static void glog_warn(const char *msg)
+{
+	glog("%s", msg);
+}
+
+static uint64_t mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec;
+}
+
+pid_t cli_guard_pid(const struct apus_config *cfg, int node)
+{
+	char path[PATH_MAX];
+	FILE *f;
+	int pid = 0;
+
+	if (config_node_path(cfg, node, "apus.guard.pid", path, sizeof(path)))
+		return 0;
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%d", &pid) != 1)
+		pid = 0;
+	fclose(f);
+	return cli_pid_alive(pid) ? pid : 0;
+}
+
+struct guard {
+	struct cli c;
+	char lib[PATH_MAX];
+	int criu_ok;
+	int last_role;		/* the server's role when last seen alive */
+	uint64_t last_ckpt_s, last_ckpt_idx;
+	uint64_t restarts[RESTARTS_PER_MINUTE];	/* when the last ones happened */
+};
+
+static int periodic_due(struct guard *g, uint64_t applied)
+{
+	const struct apus_config *cfg = &g->c.cfg;
+
+	/* Nothing executed since the last one: it would be the same state. */
+	if (g->last_ckpt_idx && applied == g->last_ckpt_idx)
+		return 0;
+	if (cfg->checkpoint_interval_s && mono_s() - g->last_ckpt_s >= (uint64_t)cfg->checkpoint_interval_s)
+		return 1;
+	return cfg->checkpoint_entries && applied >= g->last_ckpt_idx + cfg->checkpoint_entries;
+}
+
+static void take_checkpoint(struct guard *g)
+{
+	struct ckpt_info k;
+	char err[600];
+
+	g->last_ckpt_s = mono_s();
+	if (ckpt_take(&g->c.cfg, g->c.node, &k, NULL, err, sizeof(err))) {
+		glog("checkpoint failed: %s", err);
+		return;
+	}
+	g->last_ckpt_idx = k.index;
+	int gone = ckpt_prune(&g->c.cfg, g->c.node, g->c.cfg.checkpoint_keep);
+	glog("checkpoint %s: entry %llu, images %.1f MB, dump %llu ms%s", k.id,
+	     (unsigned long long)k.index, k.image_bytes / 1e6, (unsigned long long)k.dump_ms,
+	     gone ? " (older ones pruned)" : "");
+}
+
+/* Whether another restart fits in the budget of RESTARTS_PER_MINUTE. */
+static int may_restart(struct guard *g)
+{
+	uint64_t now = mono_s();
+	int oldest = 0;
+
+	for (int i = 1; i < RESTARTS_PER_MINUTE; i++)
+		if (g->restarts[i] < g->restarts[oldest])
+			oldest = i;
+	if (g->restarts[oldest] && now - g->restarts[oldest] < 60)
+		return 0;
+	g->restarts[oldest] = now ? now : 1;
+	return 1;
+}
+
+static void bring_back(struct guard *g)
+{
+	struct ckpt_info used;
+	char err[600];
+	int node = g->c.node;
+
+	if (!may_restart(g)) {
+		glog("node %d died %d times within a minute: not bringing it back (see apus.log)",
+		     node, RESTARTS_PER_MINUTE);
+		g->last_role = ROLE_DOWN;	/* until someone starts it again */
+		return;
+	}
+	if (g->last_role == ROLE_BACKUP && g->criu_ok) {
+		if (!ckpt_restore(&g->c.cfg, node, NULL, &used, glog_warn, err, sizeof(err))) {
+			glog("node %d died as a backup: restored from checkpoint %s (entry %llu, pid %d)",
+			     node, used.id, (unsigned long long)used.index, (int)used.pid);
+			return;
+		}
+		glog("node %d died as a backup; no restore (%s): starting it afresh", node, err);
+	} else {
+		glog("node %d died as a %s: starting it afresh", node, role_label(g->last_role));
+	}
+	pid_t pid = cli_spawn_node(&g->c.cfg, node, g->lib);
+	if (pid > 0)
+		glog("node %d started again (pid %d)", node, (int)pid);
+}
+
+static void write_pidfile(const struct apus_config *cfg, int node, int remove_it)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	if (config_node_path(cfg, node, "apus.guard.pid", path, sizeof(path)))
+		return;
+	if (remove_it) {
+		unlink(path);
+		return;
+	}
+	f = fopen(path, "we");
+	if (f) {
+		fprintf(f, "%d\n", (int)getpid());
+		fclose(f);
+	}
+}
+
+int cmd_guard(int argc, char **argv)
+{
+	struct timespec tick = { 0, TICK_MS * 1000000L };
+	struct guard g = { .last_role = ROLE_DOWN };
+	struct sigaction sa = { .sa_handler = on_term };
+	char why[300];
+	int rc = cli_parse(&g.c, "guard", usage, argc, argv);
+
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	if (g.c.node < 0) {
+		cli_error("guard: --node N is required");
+		return 2;
+	}
+	if (cli_find_lib(g.lib, sizeof(g.lib)))
+		return 1;
+	pid_t other = cli_guard_pid(&g.c.cfg, g.c.node);
+	if (other && other != getpid()) {
+		cli_error("node %d already has a guard (pid %d)", g.c.node, (int)other);
+		return 1;
+	}
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	write_pidfile(&g.c.cfg, g.c.node, 0);
+	g.criu_ok = criu_usable(why, sizeof(why)) == 0;
+	glog("guarding node %d; %s", g.c.node,
+	     g.criu_ok ? "checkpoints on (CRIU works)" : why);
+	g.last_ckpt_s = mono_s();
+
+	while (!stop_requested) {
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		pid_t pid = cli_node_pid(&g.c.cfg, g.c.node);
+		const struct region_ctl *ctl = region_map_ctl(&g.c.cfg, g.c.node);
+		int role = ROLE_DOWN;
+		uint64_t applied = 0;
+
+		if (ctl) {
+			if (pid && ctl->status.pid == (uint64_t)pid) {
+				role = ctl->status.role;
+				applied = load64(&ctl->status.applied);
+			}
+			region_unmap_ctl(ctl);
+		}
+		if (stop_requested)
+			break;
+		if (pid) {
+			if (role != ROLE_DOWN)
+				g.last_role = role;
+			if (g.criu_ok && role == ROLE_BACKUP && periodic_due(&g, applied))
+				take_checkpoint(&g);
+		} else if (g.last_role != ROLE_DOWN) {
+			bring_back(&g);
+		}
+		nanosleep(&tick, NULL);
+	}
+	glog("stopping (node %d's server keeps running)", g.c.node);
+	write_pidfile(&g.c.cfg, g.c.node, 1);
+	return 0;
+}

@@ -1,0 +1,165 @@
+#!/usr/bin/env bats
+# Checkpoints of backups (issue 5), with real CRIU and real Redis:
+# apus checkpoint under write load, kill -9, apus restore -> the same DEBUG
+# DIGEST as the leader; a damaged checkpoint is refused and an older one
+# used; the leader is never checkpointed; the guard takes checkpoints by
+# itself and restores a crashed backup; without CRIU, apus start says so in
+# one line and replication works on.
+
+load helpers
+
+function setup_file() {
+	have root && command -v criu >/dev/null 2>&1 || return 0
+	file_cluster 18200
+}
+
+function setup() {
+	requires redis
+	command -v criu >/dev/null 2>&1 || skip "CRIU not installed (scripts/install-criu.sh builds one)"
+	have root || skip "CRIU needs root"
+	if [ -n "${APUS_TEST_NETNS:-}" ]; then
+		requires netns
+	fi
+}
+
+function teardown() {
+	[ -n "${OWN_CONF:-}" ] && stop_cluster "$OWN_CONF"
+	OWN_CONF=
+}
+
+# load_leader COUNT PREFIX - COUNT SETs and INCRs on the leader, pipelined.
+function load_leader() {
+	local i
+	for ((i = 0; i < $1; i++)); do
+		echo "SET $2:$i value-$i"
+		echo "INCR $2:ctr"
+	done | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
+}
+
+# checkpoint NODE - apus checkpoint; prints its id.
+function checkpoint() {
+	local out
+	out=$("$APUS" checkpoint --config "$CONF" --node "$1" 3>&-) || fail "apus checkpoint --node $1 failed: $out"
+	echo "$out" >&2
+	sed -n 's/^checkpoint \([^ ]*\) of node.*/\1/p' <<<"$out"
+}
+
+@test "a backup checkpointed under write load, killed and restored has the leader's digest" {
+	local victim pid id out
+	victim=$(backups | tail -n 1)
+	pid=$(redis_pid "$victim")
+	load_leader 2000 before
+	load_leader 3000 during &
+	local loader=$!
+	sleep 0.2
+	id=$(checkpoint "$victim")
+	[ -n "$id" ] || fail "no checkpoint id"
+	wait "$loader"
+	kill -KILL "$pid"
+	wait_pids_gone 5 "$pid" || fail "node $victim did not die"
+	load_leader 500 after
+	run "$APUS" restore --config "$CONF" --node "$victim" 3>&-
+	echo "$output"
+	[ "$status" -eq 0 ] || fail "apus restore failed: $output"
+	[[ "$output" == *"restored from checkpoint $id"* ]] || fail "restored from another checkpoint: $output"
+	assert_eq "$(redis_pid "$victim")" "$pid" "the restored server's pid"
+	wait_digests_equal "$CONF" 60
+	assert_eq "$(admin "$victim" GET after:ctr)" 500 "a counter written after the checkpoint"
+	grep -q "restored from a checkpoint at entry" "$(data_dir "$victim")/apus.log" ||
+		fail "the restored node did not notice it came back"
+}
+
+@test "a damaged checkpoint is refused with a clear message and an older one is used" {
+	local victim pid old new dir out
+	victim=$(backups | tail -n 1)
+	load_leader 500 old
+	old=$(checkpoint "$victim")
+	load_leader 500 new
+	new=$(checkpoint "$victim")
+	[ "$old" != "$new" ] || fail "the second checkpoint has the first's id"
+	dir="$(data_dir "$victim")/checkpoints/$new/images"
+	# Flip bytes in the middle of the largest image file.
+	local img
+	img=$(ls -S "$dir"/*.img | head -n 1)
+	printf 'DAMAGED' | dd of="$img" bs=1 seek=4096 conv=notrunc status=none
+	pid=$(redis_pid "$victim")
+	kill -KILL "$pid"
+	wait_pids_gone 5 "$pid" || fail "node $victim did not die"
+	run "$APUS" restore --config "$CONF" --node "$victim" --checkpoint "$new" 3>&-
+	[ "$status" -ne 0 ] || fail "restore from a damaged checkpoint succeeded"
+	[[ "$output" == *"checkpoint $new of node $victim is damaged"*"does not match its checksum"* ]] ||
+		fail "unclear message: $output"
+	run "$APUS" restore --config "$CONF" --node "$victim" 3>&-
+	echo "$output"
+	[ "$status" -eq 0 ] || fail "apus restore failed: $output"
+	[[ "$output" == *"$new"*"is damaged"*"trying an older one"* ]] || fail "no damage reported: $output"
+	[[ "$output" == *"restored from checkpoint $old"* ]] || fail "not restored from the older one: $output"
+	wait_digests_equal "$CONF" 60
+}
+
+@test "the leader is never checkpointed; apus checkpoints lists index and size" {
+	local leader victim
+	leader=$(leader_id)
+	run "$APUS" checkpoint --config "$CONF" --node "$leader" 3>&-
+	[ "$status" -ne 0 ] || fail "the leader was checkpointed"
+	[[ "$output" == *"only backups are checkpointed"* ]] || fail "unclear message: $output"
+	victim=$(backups | head -n 1)
+	checkpoint "$victim" >/dev/null
+	run "$APUS" checkpoints --config "$CONF" --node "$victim" --json
+	[ "$status" -eq 0 ] || fail "apus checkpoints failed: $output"
+	[[ "$output" == *'"index": '[1-9]* ]] || fail "no index: $output"
+	[[ "$output" == *'"image_bytes": '[1-9]* ]] || fail "no image size: $output"
+	run "$APUS" restore --config "$CONF" --node "$victim" 3>&-
+	[ "$status" -ne 0 ] || fail "restored over a running node"
+	[[ "$output" == *"is running"* ]] || fail "unclear message: $output"
+}
+
+# own_cluster PORTBASE EXTRA-CONFIG-LINE... - a cluster of this test's own
+# with a guard per node; its config in OWN_CONF (and CONF).
+function own_cluster() {
+	local base=$1 line
+	shift
+	OWN_CONF=$(APUS_TEST_GUARD=on make_conf "$(test_dir "own$base")" "$base")
+	for line in "$@"; do
+		sed -i "s/^guard .*/&\n$line/" "$OWN_CONF"
+	done
+	CONF=$OWN_CONF
+}
+
+@test "the guard checkpoints a backup by itself and restores it when it crashes" {
+	own_cluster 18240 "checkpoint_interval_s = 1"
+	start_cluster "$CONF"
+	local victim pid ckdir
+	victim=$(backups | tail -n 1)
+	ckdir="$(data_dir "$victim")/checkpoints"
+	load_leader 1000 g1
+	retry 100 0.1 compgen -G "$ckdir/0*" >/dev/null || fail "the guard took no checkpoint: $(cat "$(data_dir "$victim")/apus.guard.log")"
+	load_leader 1000 g2
+	pid=$(redis_pid "$victim")
+	kill -KILL "$pid"
+	retry 100 0.1 grep -q "restored from checkpoint" "$(data_dir "$victim")/apus.guard.log" ||
+		fail "the guard did not restore it: $(cat "$(data_dir "$victim")/apus.guard.log")"
+	load_leader 100 g3
+	wait_digests_equal "$CONF" 60
+	assert_eq "$(redis_pid "$victim")" "$pid" "the restored server's pid"
+	run "$APUS" stop --config "$CONF" 3>&-
+	[ "$status" -eq 0 ] || fail "apus stop failed: $output"
+	! pgrep -f "apus guard --config $CONF" >/dev/null || fail "a guard survived apus stop"
+}
+
+@test "without CRIU apus start says so in one line and replication works on" {
+	own_cluster 18270 "checkpoint_interval_s = 1"
+	need_apus
+	kill_port_leftovers "$CONF"
+	run env APUS_CRIU=/nonexistent/criu timeout 120 "$APUS" start --config "$CONF" 3>&-
+	echo "$output"
+	[ "$status" -eq 0 ] || fail "apus start failed without CRIU: $output"
+	assert_eq "$(grep -c 'checkpoints are off' <<<"$output")" 1 "lines about CRIU"
+	[[ "$output" == *"checkpoints are off: /nonexistent/criu not found"* ]] || fail "unclear: $output"
+	retry 50 0.2 leader_port "$CONF" || fail "no leader"
+	load_leader 200 nocriu
+	wait_digests_equal "$CONF" 60
+	run env APUS_CRIU=/nonexistent/criu "$APUS" checkpoint --config "$CONF" --node "$(backups | head -n 1)" 3>&-
+	[ "$status" -ne 0 ] || fail "a checkpoint without CRIU succeeded"
+	[[ "$output" == *"criu not found"* ]] || fail "unclear: $output"
+}
