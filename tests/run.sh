@@ -82,6 +82,7 @@ VARIANTS=(
 	"commit_wait.bats|APUS_TEST_NETNS=tcp-netns"
 	"faults.bats|APUS_TEST_NETNS=tcp-netns"
 	"failover.bats|APUS_TEST_NETNS=tcp-netns"
+	"checkpoint.bats|APUS_TEST_NETNS=tcp-netns"
 )
 bats_files=()
 for f in tests/bats/*.bats; do
