@@ -20,7 +20,7 @@ work=$(mktemp -d /tmp/apus-ckbench.XXXXXX)
 conf=$work/c.conf
 sed -e "s#/tmp/apus-demo#$work#" -e 's/= 700\([123]\)/= 745\1/' \
 	-e 's/^guard .*/guard = off/' apps/redis/cluster-shm.conf >"$conf"
-trap '"$apus" stop --config "$conf" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+trap '"$apus" stop --config "$conf" >/dev/null 2>&1 || true; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
 command -v criu >/dev/null || { echo "checkpoint-bench: criu is not installed" >&2; exit 1; }
 make -s all >/dev/null
@@ -30,7 +30,14 @@ sock() { echo "$work/node$1/redis.sock"; }
 digest() { redis-cli -s "$(sock "$1")" DEBUG DIGEST; }
 
 echo "populating $keys keys (value 100 B) through the leader"
-redis-cli -p 7451 DEBUG POPULATE "$keys" key 100 >/dev/null
+# In slices of 100k: one long command on three servers sharing two cores
+# would starve the heartbeats and trigger a failover.
+for ((done_ = 0, i = 0; done_ < keys; i++)); do
+	n=$((keys - done_ < 100000 ? keys - done_ : 100000))
+	redis-cli -p 7451 DEBUG POPULATE "$n" "key$i:" 100 >/dev/null
+	done_=$((done_ + n))
+	sleep 0.3
+done
 until [ "$(digest 1)" = "$(digest 0)" ] && [ "$(digest 2)" = "$(digest 0)" ]; do sleep 0.2; done
 rss=$(ps -o rss= -p "$(cat "$work/node1/apus.pid")")
 
