@@ -184,13 +184,13 @@ int cli_pid_alive(pid_t pid)
 	return alive;
 }
 
-pid_t cli_node_pid(const struct apus_config *cfg, int node)
+pid_t cli_pidfile_pid(const struct apus_config *cfg, int node, const char *name)
 {
 	char path[PATH_MAX];
 	FILE *f;
 	int pid = 0;
 
-	if (config_node_path(cfg, node, "apus.pid", path, sizeof(path)))
+	if (config_node_path(cfg, node, name, path, sizeof(path)))
 		return 0;
 	f = fopen(path, "re");
 	if (!f)
@@ -199,6 +199,38 @@ pid_t cli_node_pid(const struct apus_config *cfg, int node)
 		pid = 0;
 	fclose(f);
 	return cli_pid_alive(pid) ? pid : 0;
+}
+
+void cli_write_pidfile(const struct apus_config *cfg, int node, const char *name, pid_t pid)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	if (config_node_path(cfg, node, name, path, sizeof(path)))
+		return;
+	f = fopen(path, "we");
+	if (f) {
+		fprintf(f, "%d\n", (int)pid);
+		fclose(f);
+	}
+}
+
+pid_t cli_node_pid(const struct apus_config *cfg, int node)
+{
+	return cli_pidfile_pid(cfg, node, "apus.pid");
+}
+
+void cli_redirect_stdio(const char *log)
+{
+	int fd = open(log ? log : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		dup2(fd, 1);
+		dup2(fd, 2);
+	}
+	if (null >= 0)
+		dup2(null, 0);
 }
 
 int main(int argc, char **argv)

@@ -76,15 +76,7 @@ static int run_cmd(char *const argv[], const char *netns, const char *log)
 	if (pid < 0)
 		return -1;
 	if (pid == 0) {
-		int fd = open(log ? log : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		if (null >= 0)
-			dup2(null, 0);
+		cli_redirect_stdio(log);
 		if (netns && *netns && cli_enter_netns(netns) < 0)
 			_exit(126);
 		execvp(argv[0], argv);
@@ -574,7 +566,7 @@ static void drop_criu_tables(const char *netns)
 static int restore_from(const struct apus_config *cfg, int node, const struct ckpt_info *c,
 			char *err, size_t errlen)
 {
-	char img[PATH_MAX + 16], data[PATH_MAX + 16], out[PATH_MAX + 32], pidpath[PATH_MAX];
+	char img[PATH_MAX + 16], data[PATH_MAX + 16], out[PATH_MAX + 32];
 	const char *netns = cfg->nodes[node].netns;
 	struct region_ctl *ctl = region_map_ctl_rw(cfg, node);
 	int rc = -1;
@@ -619,12 +611,7 @@ static int restore_from(const struct apus_config *cfg, int node, const struct ck
 		seterr(err, errlen, "node %d's restored process (pid %d) is gone", node, (int)c->pid);
 		return -1;
 	}
-	config_node_path(cfg, node, "apus.pid", pidpath, sizeof(pidpath));
-	FILE *f = fopen(pidpath, "we");
-	if (f) {
-		fprintf(f, "%d\n", (int)c->pid);
-		fclose(f);
-	}
+	cli_write_pidfile(cfg, node, "apus.pid", c->pid);
 	return 0;
 }
 

@@ -30,6 +30,13 @@ int cli_node_is_local(const struct apus_config *cfg, int node);
 
 /* The pid recorded for NODE if that process is alive, else 0. */
 pid_t cli_node_pid(const struct apus_config *cfg, int node);
+/* The same for pid file NAME in NODE's data_dir; and writing one. */
+pid_t cli_pidfile_pid(const struct apus_config *cfg, int node, const char *name);
+void cli_write_pidfile(const struct apus_config *cfg, int node, const char *name, pid_t pid);
+
+/* In a child about to exec: stdout and stderr append to LOG (NULL:
+ * /dev/null), stdin from /dev/null. */
+void cli_redirect_stdio(const char *log);
 int cli_pid_alive(pid_t pid);
 
 /* libapus.so: $APUS_LIB, or beside this program.  0, or -1 (said why). */

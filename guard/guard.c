@@ -24,6 +24,7 @@
 #include "cli.h"
 
 #define TICK_MS 100
+#define GUARD_PIDFILE "apus.guard.pid"
 #define RESTARTS_PER_MINUTE 5
 
 static const char usage[] =
@@ -82,19 +83,7 @@ static uint64_t mono_s(void)
 
 pid_t cli_guard_pid(const struct apus_config *cfg, int node)
 {
-	char path[PATH_MAX];
-	FILE *f;
-	int pid = 0;
-
-	if (config_node_path(cfg, node, "apus.guard.pid", path, sizeof(path)))
-		return 0;
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	if (fscanf(f, "%d", &pid) != 1)
-		pid = 0;
-	fclose(f);
-	return cli_pid_alive(pid) ? pid : 0;
+	return cli_pidfile_pid(cfg, node, GUARD_PIDFILE);
 }
 
 struct guard {
@@ -177,24 +166,6 @@ static void bring_back(struct guard *g)
 		glog("node %d started again (pid %d)", node, (int)pid);
 }
 
-static void write_pidfile(const struct apus_config *cfg, int node, int remove_it)
-{
-	char path[PATH_MAX];
-	FILE *f;
-
-	if (config_node_path(cfg, node, "apus.guard.pid", path, sizeof(path)))
-		return;
-	if (remove_it) {
-		unlink(path);
-		return;
-	}
-	f = fopen(path, "we");
-	if (f) {
-		fprintf(f, "%d\n", (int)getpid());
-		fclose(f);
-	}
-}
-
 int cmd_guard(int argc, char **argv)
 {
 	struct timespec tick = { 0, TICK_MS * 1000000L };
@@ -219,7 +190,7 @@ int cmd_guard(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	write_pidfile(&g.c.cfg, g.c.node, 0);
+	cli_write_pidfile(&g.c.cfg, g.c.node, GUARD_PIDFILE, getpid());
 	g.criu_ok = criu_usable(why, sizeof(why)) == 0;
 	glog("guarding node %d; %s", g.c.node,
 	     g.criu_ok ? "checkpoints on (CRIU works)" : why);
@@ -253,6 +224,8 @@ int cmd_guard(int argc, char **argv)
 		nanosleep(&tick, NULL);
 	}
 	glog("stopping (node %d's server keeps running)", g.c.node);
-	write_pidfile(&g.c.cfg, g.c.node, 1);
+	char path[PATH_MAX];
+	if (!config_node_path(&g.c.cfg, g.c.node, GUARD_PIDFILE, path, sizeof(path)))
+		unlink(path);
 	return 0;
 }

@@ -158,17 +158,15 @@ static int ensure_key(const struct apus_config *cfg, int node)
 
 pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 {
-	char cmd[8192], *args[256], logpath[PATH_MAX], pidpath[PATH_MAX], id[16], preload[PATH_MAX * 2];
+	char cmd[8192], *args[256], logpath[PATH_MAX], id[16], preload[PATH_MAX * 2];
 	const char *old = getenv("LD_PRELOAD");
 	pid_t pid;
-	FILE *f;
 
 	if (config_app_cmd(cfg, node, cmd, sizeof(cmd))) {
 		cli_error("%s: app_cmd of node %d is too long once expanded", cfg->path, node);
 		return -1;
 	}
 	config_node_path(cfg, node, "apus.log", logpath, sizeof(logpath));
-	config_node_path(cfg, node, "apus.pid", pidpath, sizeof(pidpath));
 	if (split_words(cmd, args, 256) <= 0) {
 		cli_error("%s: app_cmd is empty, has an unterminated quote or too many words",
 			  cfg->path);
@@ -183,16 +181,8 @@ pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 		return -1;
 	}
 	if (pid == 0) {
-		int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
 		setsid();
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		if (null >= 0)
-			dup2(null, 0);
+		cli_redirect_stdio(logpath);
 		if (cfg->nodes[node].netns[0] && cli_enter_netns(cfg->nodes[node].netns) < 0) {
 			fprintf(stderr, "apus: cannot enter network namespace %s: %s\n",
 				cfg->nodes[node].netns, strerror(errno));
@@ -207,11 +197,7 @@ pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 		fprintf(stderr, "apus: cannot run %s: %s\n", args[0], strerror(errno));
 		_exit(127);
 	}
-	f = fopen(pidpath, "we");
-	if (f) {
-		fprintf(f, "%d\n", (int)pid);
-		fclose(f);
-	}
+	cli_write_pidfile(cfg, node, "apus.pid", pid);
 	return pid;
 }
 
@@ -234,16 +220,8 @@ static void start_guard(const struct apus_config *cfg, int node)
 		return;
 	}
 	if (pid == 0) {
-		int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
 		setsid();
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		if (null >= 0)
-			dup2(null, 0);
+		cli_redirect_stdio(logpath);
 		close_range(3, ~0U, 0);	/* nothing of the caller's (a test's pipes) */
 		execl(exe, "apus", "guard", "--config", cfg->path, "--node", id, (char *)NULL);
 		_exit(127);
