@@ -157,6 +157,17 @@ static void take_sync(struct backup *b)
 	uint64_t upto = __atomic_load_n(&s->sync_idx, __ATOMIC_RELAXED);
 	if (b->synced && from == b->sync_from && upto == b->sync_upto)
 		return;
+	if (from == SYNC_BEHIND) {
+		if (!n->ctl->status.behind)
+			pr_err("node %d's log no longer holds entry %llu, the next this server needs: "
+			       "this node must be rebuilt from a peer (apus rebuild --node %d; its "
+			       "guard does it when it runs)",
+			       b->leader, (unsigned long long)n->exec_idx, n->self);
+		n->ctl->status.behind = 1;
+		return;
+	}
+	n->ctl->status.behind = 0;
+	n->ctl->status.synced = 1;
 	b->synced = 1;
 	b->agreed_ns = now_ns();
 	b->sync_from = from;
@@ -415,6 +426,7 @@ void backup_run(struct node *n)
 			if (b.leader >= 0 && !b.suspected && check_leader(&b, now) == 0)
 				write_leader(&b, offsetof(struct region_ctl, peer[n->self].hb), &now, 8);
 			n->ctl->status.log_pos = b.pos;
+			n->ctl->status.synced = b.synced && b.leader >= 0;
 			node_update_status(n);
 		}
 		if (progress) {

@@ -7,13 +7,19 @@
  * and memory are back at the checkpoint while its region (the durable log)
  * is not, so it joins its leader again from where its server stands. */
 #define LOG_PREFIX "checkpoint: "
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "logger.h"
 #include "node.h"
+#include "replay.h"
 
 /* A hold the guard never released (it died mid-dump) ends after this. */
 #define HOLD_MAX_NS (30ULL * 1000000000ULL)
+/* How long an answer waits for the server to consume what it was sent. */
+#define DRAIN_MAX_NS (2ULL * 1000000000ULL)
 
 void node_checkpoint_init(struct node *n)
 {
@@ -49,16 +55,67 @@ int node_checkpoint_poll(struct node *n)
 	if (req != load64(&w->ack)) {
 		int backup = node_role(n) == ROLE_BACKUP;
 
-		if (backup) {
+		/* (A request the guard already gave up on is answered, not held.) */
+		if (backup && n->ckpt_hold != req && load64(&w->release) < req) {
 			n->ckpt_hold = req;
 			n->ckpt_hold_ns = now_ns();
+		}
+		/* Answer once the server took every turn already sent to it (a
+		 * snapshot the guard asks the server for next then holds exactly
+		 * the entries up to idx), or after DRAIN_MAX_NS regardless: the
+		 * CRIU image holds unread bytes too, and `drained` says which. */
+		int drained = backup && !replay_maintain(n->replay);
+		if (backup && !drained && now_ns() - n->ckpt_hold_ns < DRAIN_MAX_NS)
+			return restored;
+		if (backup) {
 			store64(&w->idx, n->exec_idx - 1);
 			store64(&w->pos, n->exec_pos);
 			store64(&w->view, n->exec_view);
+			store64(&w->drained, (uint64_t)drained);
 		}
 		store64(&w->refused, !backup);
 		/* The answer last: the guard reads the words above after it. */
 		store64(&w->ack, req);
 	}
 	return restored;
+}
+
+void node_checkpoint_seed(struct node *n)
+{
+	char path[PATH_MAX], key[32];
+	unsigned long long v, idx = 0, pos = 0, view = 0;
+	int seen = 0;
+	FILE *f;
+
+	if (config_node_path(&n->cfg, n->self, SEED_FILE, path, sizeof(path)) ||
+	    !(f = fopen(path, "re")))
+		return;
+	while (fscanf(f, " %31s = %llu", key, &v) == 2) {
+		if (!strcmp(key, "index"))
+			idx = v, seen |= 1;
+		else if (!strcmp(key, "log_pos"))
+			pos = v, seen |= 2;
+		else if (!strcmp(key, "view"))
+			view = v, seen |= 4;
+	}
+	fclose(f);
+	if (seen != 7) {
+		pr_err("%s is incomplete: ignored (the server may hold state the log replays again)",
+		       path);
+		return;
+	}
+	n->exec_idx = idx + 1;
+	n->exec_pos = pos;
+	n->exec_view = view;
+	n->applied = idx;
+	/* Never the leader of a fresh cluster: it follows whoever leads. */
+	n->role = ROLE_BACKUP;
+	n->leader = -1;
+	n->serving = 0;
+	if (view > n->view)
+		n->view = view;
+	if (n->ctl->dur.view < n->view)
+		n->ctl->dur.view = n->view;
+	pr_info("rebuilt from a peer's snapshot at entry %llu (view %llu): executing from entry "
+		"%llu on", idx, view, idx + 1);
 }

@@ -192,6 +192,17 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_name(p, k, v, on_off_names, 2, &c->guard);
 	if (!strcmp(k, "app_cmd"))
 		return copy_str(p, k, v, c->app_cmd, sizeof(c->app_cmd));
+	if (!strcmp(k, "snapshot_cmd"))
+		return copy_str(p, k, v, c->snapshot_cmd, sizeof(c->snapshot_cmd));
+	if (!strcmp(k, "snapshot_file")) {
+		if (!*v || strchr(v, '/') || !strncmp(v, "apus.", 5) || !strcmp(v, ".") ||
+		    !strcmp(v, "..")) {
+			fail(p, "snapshot_file '%s' must be a file name inside data_dir (no '/', not "
+				"apus.*)", v);
+			return -1;
+		}
+		return copy_str(p, k, v, c->snapshot_file, sizeof(c->snapshot_file));
+	}
 	if (!strcmp(k, "leader_hook"))
 		return copy_str(p, k, v, c->leader_hook, sizeof(c->leader_hook));
 	if (!strcmp(k, "app_port"))
@@ -354,6 +365,10 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 		fail(&p, "no [node N] section");
 		goto out;
 	}
+	if (!c->snapshot_cmd[0] != !c->snapshot_file[0]) {
+		fail(&p, "snapshot_cmd and snapshot_file go together (set both or neither)");
+		goto out;
+	}
 	if (!c->app_cmd[0]) {
 		fail(&p, "app_cmd is not set");
 		goto out;
@@ -423,10 +438,16 @@ out:
 
 int config_app_cmd(const struct apus_config *c, int node, char *out, size_t outlen)
 {
+	return config_expand(c, node, c->app_cmd, out, outlen);
+}
+
+int config_expand(const struct apus_config *c, int node, const char *tmpl, char *out,
+		  size_t outlen)
+{
 	const struct node_conf *n = &c->nodes[node];
 	size_t o = 0;
 
-	for (const char *s = c->app_cmd; *s;) {
+	for (const char *s = tmpl; *s;) {
 		char val[PATH_MAX];
 		const char *rep = NULL;
 		size_t klen = 0;

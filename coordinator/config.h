@@ -7,6 +7,8 @@
  *   heartbeat_ms = 10         suspect_ms = 10 x heartbeat_ms
  *   start_timeout_ms = 15000
  *   app_cmd = redis-server --port {port} ...
+ *   snapshot_cmd = redis-cli -s {data_dir}/redis.sock SAVE   snapshot_file = dump.rdb
+ *             (how apus rebuild has a held backup's server write its state)
  *   secret_file = apus.key    (tcp/rdma peer admission, see admission.h)
  *   [node N]  address = A   app_port = P   peer_port = Q   data_dir = D
  *             netns = NAME  (run the node's server in that network namespace)
@@ -65,7 +67,13 @@ struct apus_config {
 	uint64_t checkpoint_entries;	/* or after this many entries (0: never) */
 	int guard;			/* apus start runs a guard per replica */
 	char app_cmd[4096];
-	char leader_hook[4096];	/* run (sh -c) on a node when it starts to lead */
+	char leader_hook[4096];
+	/* Rebuilding a replica from a peer (guard/rebuild.c): run on a held
+	 * backup (sh -c, expanded like app_cmd), it makes the server write
+	 * its state to <data_dir>/<snapshot_file>, which the server loads
+	 * when it starts there. */
+	char snapshot_cmd[4096];
+	char snapshot_file[256];	/* run (sh -c) on a node when it starts to lead */
 	char secret_file[PATH_MAX];	/* absolute after loading */
 	int nnodes;
 	struct node_conf nodes[APUS_MAX_NODES];	/* nodes[i].id == i */
@@ -84,6 +92,9 @@ static inline int config_quorum(const struct apus_config *cfg)
 /* Expands {port} {address} {data_dir} {node} in the app command for NODE.
  * Returns 0, or -1 if the result does not fit. */
 int config_app_cmd(const struct apus_config *cfg, int node, char *out, size_t outlen);
+/* The same for any command template TMPL. */
+int config_expand(const struct apus_config *cfg, int node, const char *tmpl, char *out,
+		  size_t outlen);
 
 /* Path of a file inside NODE's data directory. */
 int config_node_path(const struct apus_config *cfg, int node, const char *name,

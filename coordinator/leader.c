@@ -24,22 +24,32 @@ static int deposed(struct node *n)
 	return node_role(n) != ROLE_LEADER;
 }
 
-/* Log before this position may be overwritten: every backup applied it,
- * and so did our own server while it catches up after a takeover. */
-static uint64_t leader_reclaim_pos(struct node *n)
+/* Log before this position may be overwritten: every synced backup
+ * applied it, and so did our own server while it catches up after a
+ * takeover.  A backup that is down or not yet synced holds nothing: the
+ * log is bounded, and one that comes back after its entries were
+ * overwritten is told so and rebuilt from a peer (apus rebuild).  Its
+ * last position is still kept while there is room, so a quick restart
+ * catches up from the log. */
+static uint64_t leader_reclaim_pos(struct node *n, uint64_t end)
 {
-	uint64_t min = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
+	uint64_t tail = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
+	uint64_t synced = tail, all = tail;
 
 	for (int k = 0; k < n->cfg.nnodes; k++)
 		if (k != n->self) {
 			uint64_t a = load64(&n->ctl->peer[k].applied_end);
-			if (a < min)
-				min = a;
+			if (peer_synced(n, k) && a < synced)
+				synced = a;
+			if (a < all)
+				all = a;
 		}
 	if (!__atomic_load_n(&n->serving, __ATOMIC_ACQUIRE) &&
-	    __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED) < min)
-		min = __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED);
-	return min;
+	    __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED) < synced)
+		synced = __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED);
+	if (all > synced)
+		all = synced;
+	return end - all <= n->log_size ? all : synced;
 }
 
 /* Tells every synced peer the commit index; backups keep the largest they saw. */
@@ -155,12 +165,13 @@ static void leader_sync_peers(struct node *n)
 		if (from > n->tail || n->tail - from > n->log_size) {
 			pthread_mutex_unlock(&n->lock);
 			pr_err("node %d needs entries from %llu on, which this log no longer "
-				       "holds; it needs a checkpoint to catch up",
-				       k, (unsigned long long)applied + 1);
+			       "holds: it must be rebuilt from a peer (apus rebuild --node %d)",
+			       k, (unsigned long long)applied + 1, k);
 			n->peer_inc[k] = inc;
 			n->peer_seq[k] = seq;
-			/* It must not pin reclamation while it cannot catch up. */
-			store64(&ps->applied_end, UINT64_MAX);
+			struct sync_words s = { SYNC_BEHIND, 0, 0, inc, seq, n->view };
+			n->ops->write(n->tp, k, offsetof(struct region_ctl, sync), &s, sizeof(s));
+			n->ops->ring(n->tp, k);
 			continue;
 		}
 		store64(&ps->acked, applied);
@@ -224,7 +235,7 @@ static int leader_wait(struct node *n, int (*cond)(struct node *, uint64_t), uin
 
 static int space_free(struct node *n, uint64_t end)
 {
-	return end - leader_reclaim_pos(n) <= n->log_size || deposed(n);
+	return end - leader_reclaim_pos(n, end) <= n->log_size || deposed(n);
 }
 
 /* While the log is full: backups apply only what is committed, so keep
@@ -476,7 +487,7 @@ void leader_run(struct node *n, int takeover)
 			__atomic_store_n(&n->applied, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE),
 					 __ATOMIC_RELAXED);
 		n->ctl->status.log_pos = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
-		n->ctl->status.reclaim_pos = leader_reclaim_pos(n);
+		n->ctl->status.reclaim_pos = leader_reclaim_pos(n, n->tail);
 		/* Ready to serve once a majority (counting us) receives entries
 		 * and our server is up to date; later peers join when they can. */
 		n->ctl->status.ready =

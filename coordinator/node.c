@@ -296,6 +296,7 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 	n->ctl = base;
 	n->log = n->region + REGION_CTL_SIZE;
 	node_pick_role(n, recovered);
+	node_checkpoint_seed(n);
 	rc = n->ops->open(&n->cfg, self, n->region, n->region_size, &n->tp);
 	if (rc) {
 		snprintf(err, errlen, "transport %s failed to open: %s", n->ops->name, strerror(-rc));

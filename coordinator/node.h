@@ -140,6 +140,11 @@ int node_execute(struct node *n, uint64_t upto);
  * and returns 1 when this process was just restored from a checkpoint. */
 void node_checkpoint_init(struct node *n);
 int node_checkpoint_poll(struct node *n);
+/* A node rebuilt from a peer's snapshot (apus rebuild) finds
+ * <data_dir>/apus.seed: its server starts with the state after that
+ * entry, so execution starts past it and the node joins as a backup. */
+#define SEED_FILE "apus.seed"
+void node_checkpoint_seed(struct node *n);
 
 /* election.c.  Answers the vote requests in our region; MAY_VOTE says
  * whether we are without a live leader.  Returns 1 if it granted one. */

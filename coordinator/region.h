@@ -56,13 +56,15 @@ struct lead_slot {
  * there from `from_pos` on: entries up to sync_idx are the leader's, any
  * later one must carry `view`.  One write, view last. */
 struct sync_words {
-	uint64_t from_pos;
+	uint64_t from_pos;	/* SYNC_BEHIND: the log no longer holds what the backup needs */
 	uint64_t from_idx;
 	uint64_t sync_idx;
 	uint64_t inc;		/* the backup incarnation this copy was made for */
 	uint64_t seq;		/* and its join */
 	uint64_t view;
 };
+
+#define SYNC_BEHIND UINT64_MAX
 
 /* A candidate's vote request, written by candidate k into elect[k] of
  * every peer.  One write, view last. */
@@ -120,12 +122,17 @@ struct node_status {
 	 * whether that is longer than suspect_ms (the election's trigger). */
 	uint64_t leader_hb_age_ms;
 	uint32_t suspects_leader;
+	/* Backup: the leader's log no longer holds the entries this node
+	 * needs to catch up: it must be rebuilt from a peer (apus rebuild). */
+	uint32_t behind;
+	uint32_t synced;	/* backup: the leader's copy of its log arrived */
 	uint32_t pad;
 };
 
 /* The guard's checkpoint handshake (coordinator/checkpoint.c): the guard
  * asks with a new `req`; a backup answers `ack` = req once it holds
- * execution at entry `idx` (log position `pos`), so the CRIU image it
+ * execution at entry `idx` (log position `pos`) and its server consumed
+ * what was sent before (`drained`; bounded wait), so the CRIU image it
  * dumps next is that state; it executes again once `release` >= req.  A
  * leader answers `refused` (it is never paused).  `restore_gen` is bumped by
  * the guard before a criu restore: the restored process kept the older
@@ -139,6 +146,7 @@ struct ckpt_words {
 	uint64_t pos;		/* node: log position past it */
 	uint64_t view;		/* node: its view */
 	uint64_t refused;	/* node: nonzero: ack refused the request (not a backup) */
+	uint64_t drained;	/* node: its server had consumed every entry up to idx */
 };
 
 struct region_ctl {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -27,6 +28,7 @@ static const char usage_main[] =
 	"  checkpoint  checkpoint a backup now (CRIU)\n"
 	"  checkpoints list a node's checkpoints\n"
 	"  restore  bring a stopped node back from a checkpoint\n"
+	"  rebuild  rebuild a node from a live peer's snapshot (disk lost, or too far behind)\n"
 	"  guard    supervise a node: checkpoints, restore on a crash (apus start runs it)\n"
 	"\n"
 	"Run 'apus <command> --help' for the options of a command.\n";
@@ -233,6 +235,21 @@ void cli_redirect_stdio(const char *log)
 		dup2(null, 0);
 }
 
+uint64_t cli_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void cli_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	const char *base = strrchr(argv[0], '/');
@@ -259,6 +276,8 @@ int main(int argc, char **argv)
 		return cmd_guard(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "restore"))
 		return cmd_restore(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "rebuild"))
+		return cmd_rebuild(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "status"))
 		return cmd_status(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "divergence"))

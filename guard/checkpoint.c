@@ -32,21 +32,6 @@ static uint64_t realtime_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
 static void seterr(char *err, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -66,9 +51,7 @@ const char *criu_binary(void)
 	return c && *c ? c : "criu";
 }
 
-/* Runs ARGV (in network namespace NETNS when set) with stdout and stderr
- * to LOG (or /dev/null); returns its exit status, 127 if it could not run. */
-static int run_cmd(char *const argv[], const char *netns, const char *log)
+int ckpt_run(char *const argv[], const char *netns, const char *log)
 {
 	pid_t pid = fork();
 	int st;
@@ -120,7 +103,7 @@ int criu_usable(char *why, size_t len)
 		return -1;
 	}
 	close(fd);
-	rc = run_cmd(argv, NULL, tmpl);
+	rc = ckpt_run(argv, NULL, tmpl);
 	f = fopen(tmpl, "re");
 	while (f && fgets(line, sizeof(line), f))
 		good |= strstr(line, "Looks good") != NULL;
@@ -354,7 +337,7 @@ static int remove_tree(const char *path)
 {
 	char *argv[] = { "rm", "-rf", "--", (char *)path, NULL };
 
-	return run_cmd(argv, NULL, NULL);
+	return ckpt_run(argv, NULL, NULL);
 }
 
 int ckpt_prune(const struct apus_config *cfg, int node, int keep)
@@ -371,8 +354,9 @@ int ckpt_prune(const struct apus_config *cfg, int node, int keep)
 /* --- data directory --- */
 
 /* Copies the server's files of SRC (not ours: apus.*, checkpoints/,
- * sockets) into DST with cp -a.  0 or -1. */
-static int copy_data(const char *src, const char *dst)
+ * sockets, nor the snapshot file SKIP: it goes with apus.seed, see
+ * rebuild.h) into DST with cp -a.  0 or -1. */
+static int copy_data(const char *src, const char *dst, const char *skip)
 {
 	char *argv[256 + 8], paths[256][PATH_MAX];
 	struct dirent *d;
@@ -388,7 +372,8 @@ static int copy_data(const char *src, const char *dst)
 		struct stat st;
 
 		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..") ||
-		    !strncmp(d->d_name, "apus.", 5) || !strcmp(d->d_name, CKPT_DIR))
+		    !strncmp(d->d_name, "apus.", 5) || !strcmp(d->d_name, CKPT_DIR) ||
+		    (skip[0] && !strcmp(d->d_name, skip)))
 			continue;
 		snprintf(paths[n], PATH_MAX, "%s/%s", src, d->d_name);
 		if (lstat(paths[n], &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
@@ -399,7 +384,7 @@ static int copy_data(const char *src, const char *dst)
 	if (n) {
 		argv[argc++] = (char *)dst;
 		argv[argc] = NULL;
-		rc = run_cmd(argv, NULL, NULL) ? -1 : 0;
+		rc = ckpt_run(argv, NULL, NULL) ? -1 : 0;
 	}
 	return rc;
 }
@@ -422,26 +407,24 @@ static void say(void (*progress)(const char *), const char *fmt, ...)
 	progress(line);
 }
 
-/* Asks NODE to hold execution; returns the request number with *W's idx,
- * pos and view valid, or 0 with ERR set. */
-static uint64_t hold_node(struct region_ctl *ctl, int node, char *err, size_t errlen)
+uint64_t ckpt_hold(struct region_ctl *ctl, int node, char *err, size_t errlen)
 {
 	struct ckpt_words *w = &ctl->ckpt;
 	uint64_t req = load64(&w->req);
-	uint64_t start = mono_ms();
+	uint64_t start = cli_mono_ms();
 
 	if (load64(&w->ack) > req)
 		req = load64(&w->ack);
 	req++;
 	store64(&w->req, req);
 	while (load64(&w->ack) != req) {
-		if (mono_ms() - start > ACK_TIMEOUT_MS) {
+		if (cli_mono_ms() - start > ACK_TIMEOUT_MS) {
 			seterr(err, errlen, "node %d did not answer the checkpoint request in %d ms",
 			       node, ACK_TIMEOUT_MS);
 			store64(&w->release, req);
 			return 0;
 		}
-		sleep_ms(1);
+		cli_sleep_ms(1);
 	}
 	if (load64(&w->refused)) {
 		seterr(err, errlen, "node %d leads: the leader is never checkpointed", node);
@@ -481,7 +464,7 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 		return -1;
 	}
 	say(progress, "holding node %d at its next entry", node);
-	req = hold_node(ctl, node, err, errlen);
+	req = ckpt_hold(ctl, node, err, errlen);
 	if (!req) {
 		region_unmap_ctl(ctl);
 		return -1;
@@ -507,9 +490,9 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	char *dump[] = { (char *)criu_binary(), "dump", "-t", pidarg, "-D", img, "--leave-running",
 			 "--tcp-established", "--network-lock", "nftables", "--file-locks",
 			 "-o", "dump.log", NULL };
-	t0 = mono_ms();
-	rc = run_cmd(dump, cfg->nodes[node].netns, dlog);
-	c.dump_ms = mono_ms() - t0;
+	t0 = cli_mono_ms();
+	rc = ckpt_run(dump, cfg->nodes[node].netns, dlog);
+	c.dump_ms = cli_mono_ms() - t0;
 	/* The server executes again whatever happened. */
 	store64(&ctl->ckpt.release, req);
 	if (rc) {
@@ -522,7 +505,7 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	}
 	say(progress, "dumped in %llu ms; copying the data directory",
 	    (unsigned long long)c.dump_ms);
-	if (copy_data(cfg->nodes[node].data_dir, data)) {
+	if (copy_data(cfg->nodes[node].data_dir, data, cfg->snapshot_file)) {
 		seterr(err, errlen, "copying %s failed", cfg->nodes[node].data_dir);
 		goto fail;
 	}
@@ -560,7 +543,7 @@ static void drop_criu_tables(const char *netns)
 			 "while read f t; do nft delete table \"$f\" \"$t\"; done",
 			 NULL };
 
-	run_cmd(argv, netns, NULL);
+	ckpt_run(argv, netns, NULL);
 }
 
 static int restore_from(const struct apus_config *cfg, int node, const struct ckpt_info *c,
@@ -583,7 +566,7 @@ static int restore_from(const struct apus_config *cfg, int node, const struct ck
 	region_unmap_ctl(ctl);
 
 	snprintf(data, sizeof(data), "%s/data", c->dir);
-	if (copy_data(data, cfg->nodes[node].data_dir)) {
+	if (copy_data(data, cfg->nodes[node].data_dir, cfg->snapshot_file)) {
 		seterr(err, errlen, "cannot copy the checkpoint's data into %s",
 		       cfg->nodes[node].data_dir);
 		return -1;
@@ -593,11 +576,11 @@ static int restore_from(const struct apus_config *cfg, int node, const struct ck
 	char *restore[] = { (char *)criu_binary(), "restore", "-D", img, "-d", "--tcp-established",
 			    "--file-locks", "-o", "restore.log", NULL };
 	for (int i = 0; i < RESTORE_TRIES; i++) {
-		rc = run_cmd(restore, netns, out);
+		rc = ckpt_run(restore, netns, out);
 		if (!rc || rc == 127)
 			break;
 		drop_criu_tables(netns);
-		sleep_ms(200);
+		cli_sleep_ms(200);
 	}
 	if (rc) {
 		char line[400], rl[PATH_MAX + 32];

@@ -36,6 +36,16 @@ const char *criu_binary(void);
  * one line ("criu not found", "criu check failed: ..."). */
 int criu_usable(char *why, size_t len);
 
+/* Runs ARGV (in network namespace NETNS when set) with stdout and stderr
+ * to LOG (or /dev/null); returns its exit status, 127 if it could not run. */
+int ckpt_run(char *const argv[], const char *netns, const char *log);
+
+/* Asks NODE (whose control page is CTL) to hold execution; returns the
+ * request number with CTL's checkpoint words idx, pos, view and drained
+ * valid, or 0 with ERR set.  Store it into ckpt.release to let it go. */
+struct region_ctl;
+uint64_t ckpt_hold(struct region_ctl *ctl, int node, char *err, size_t errlen);
+
 /* Takes a checkpoint of backup NODE (running as PID): hold, dump (left
  * running), copy data, release.  PROGRESS, if set, gets one line per step.
  * Returns 0 with *OUT filled, or -1 with ERR set. */

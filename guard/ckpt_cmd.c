@@ -7,6 +7,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "rebuild.h"
 
 static const char usage_checkpoint[] =
 	"usage: apus checkpoint --config FILE --node N [--json]\n"
@@ -45,6 +46,24 @@ static const char usage_restore[] =
 	"  -n, --node N           the node (required; it must not be running)\n"
 	"  -k, --checkpoint ID    this checkpoint (see apus checkpoints)\n"
 	"  -h, --help             this text\n";
+
+static const char usage_rebuild[] =
+	"usage: apus rebuild --config FILE --node N [--from M] [--json]\n"
+	"\n"
+	"Rebuilds stopped node N from a live peer: for a node whose data directory\n"
+	"(and checkpoints) are gone, or that fell behind what the leader's log\n"
+	"still holds (apus status says \"needs rebuild\"; its guard does this by\n"
+	"itself).  Backup M (default: the most caught-up one) is held at its next\n"
+	"entry, the config's snapshot_cmd has its server write snapshot_file,\n"
+	"which is copied to N with apus.seed; N starts, its server loads the\n"
+	"snapshot, and it joins the leader from that entry.  M executes again\n"
+	"once N joined.  Starts N's guard when the config has guard = on.\n"
+	"\n"
+	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"
+	"  -n, --node N        the node to rebuild (required; it must not be running)\n"
+	"  -f, --from M        the backup to take the snapshot from\n"
+	"  -j, --json          print the result as JSON\n"
+	"  -h, --help          this text\n";
 
 static int tty;
 static int step;
@@ -192,5 +211,64 @@ int cmd_restore(int argc, char **argv)
 	}
 	printf("node %d restored from checkpoint %s (entry %llu, pid %d); it catches up from the leader\n",
 	       c.node, used.id, (unsigned long long)used.index, (int)used.pid);
+	return 0;
+}
+
+int cmd_rebuild(int argc, char **argv)
+{
+	char *rest[64], err[600], lib[PATH_MAX];
+	struct rebuild_info r;
+	struct cli c;
+	int n = 0, from = -1, rc;
+
+	/* --from is this command's own; the rest are the common ones. */
+	for (int i = 0; i < argc && n < 63; i++) {
+		const char *v = NULL;
+
+		if ((!strcmp(argv[i], "--from") || !strcmp(argv[i], "-f")) && i + 1 < argc)
+			v = argv[++i];
+		else if (!strncmp(argv[i], "--from=", 7))
+			v = argv[i] + 7;
+		else
+			rest[n++] = argv[i];
+		if (v) {
+			char *end;
+			long m = strtol(v, &end, 10);
+			if (!*v || *end || m < 0 || m >= APUS_MAX_NODES) {
+				cli_error("rebuild: --from wants a node number, not '%s'", v);
+				return 2;
+			}
+			from = (int)m;
+		}
+	}
+	rest[n] = NULL;
+	rc = cli_parse(&c, "rebuild", usage_rebuild, n, rest);
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	if (need_node(&c, "rebuild"))
+		return 2;
+	if (cli_find_lib(lib, sizeof(lib)))
+		return 1;
+	tty = isatty(1) && !c.json;
+	rc = node_rebuild(&c.cfg, c.node, from, lib, &r, c.json ? NULL : progress, err, sizeof(err));
+	if (tty)
+		printf("\n");
+	if (rc) {
+		cli_error("%s", err);
+		return 1;
+	}
+	if (c.cfg.guard)
+		cli_start_guard(&c.cfg, c.node);
+	if (c.json)
+		printf("{\"node\": %d, \"from\": %d, \"index\": %llu, \"view\": %llu, "
+		       "\"snapshot_bytes\": %llu, \"hold_ms\": %llu, \"total_ms\": %llu, \"pid\": %d}\n",
+		       c.node, r.from, (unsigned long long)r.index, (unsigned long long)r.view,
+		       (unsigned long long)r.snapshot_bytes, (unsigned long long)r.hold_ms,
+		       (unsigned long long)r.total_ms, (int)r.pid);
+	else
+		printf("node %d rebuilt from node %d's snapshot at entry %llu (%.1f MB; node %d held "
+		       "%llu ms, %llu ms in all); pid %d, joined its leader\n",
+		       c.node, r.from, (unsigned long long)r.index, r.snapshot_bytes / 1e6, r.from,
+		       (unsigned long long)r.hold_ms, (unsigned long long)r.total_ms, (int)r.pid);
 	return 0;
 }

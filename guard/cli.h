@@ -2,6 +2,7 @@
 #ifndef APUS_CLI_H
 #define APUS_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -46,6 +47,16 @@ int cli_find_lib(char *out, size_t len);
  * <data_dir>/apus.log, pid in <data_dir>/apus.pid); returns its pid or -1. */
 pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib);
 
+/* CLOCK_MONOTONIC in ms; and a sleep. */
+uint64_t cli_mono_ms(void);
+void cli_sleep_ms(int ms);
+
+/* mkdir -p PATH: 0 or -1 with errno set. */
+int cli_mkdirs(const char *path);
+
+/* Starts NODE's guard (apus guard) in its own session, unless one runs. */
+void cli_start_guard(const struct apus_config *cfg, int node);
+
 /* The node's guard (guard/guard.c), if one runs: its pid, else 0. */
 pid_t cli_guard_pid(const struct apus_config *cfg, int node);
 
@@ -59,6 +70,7 @@ int cmd_divergence(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
 int cmd_checkpoints(int argc, char **argv);
 int cmd_restore(int argc, char **argv);
+int cmd_rebuild(int argc, char **argv);
 int cmd_guard(int argc, char **argv);
 
 #endif

@@ -4,7 +4,9 @@
  * checkpoint_interval_s seconds or checkpoint_entries entries; and when
  * the server dies without apus stop, brings it back: from its newest
  * intact checkpoint if it was a backup and CRIU works, else by starting it
- * afresh (it recovers its log from the region file and rebuilds).
+ * afresh (it recovers its log from the region file and rebuilds).  A
+ * backup the leader's bounded log left behind is replaced by one rebuilt
+ * from a peer's snapshot (rebuild.h).
  *
  * The guard is a child subreaper: servers it restores (criu restore -d)
  * or restarts become its children, so it reaps them.  It logs to
@@ -22,6 +24,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "rebuild.h"
 
 #define TICK_MS 100
 #define GUARD_PIDFILE "apus.guard.pid"
@@ -93,6 +96,7 @@ struct guard {
 	int last_role;		/* the server's role when last seen alive */
 	uint64_t last_ckpt_s, last_ckpt_idx;
 	uint64_t restarts[RESTARTS_PER_MINUTE];	/* when the last ones happened */
+	int said_no_rebuild;
 };
 
 static int periodic_due(struct guard *g, uint64_t applied)
@@ -166,6 +170,40 @@ static void bring_back(struct guard *g)
 		glog("node %d started again (pid %d)", node, (int)pid);
 }
 
+/* The node's server runs but the leader's log no longer holds what it
+ * needs: it cannot catch up by itself.  Replace it with one rebuilt from a
+ * peer's snapshot (rebuild.h). */
+static void rebuild_behind(struct guard *g, pid_t pid)
+{
+	struct rebuild_info r;
+	char err[600];
+	int node = g->c.node;
+
+	if (!g->c.cfg.snapshot_cmd[0]) {
+		if (!g->said_no_rebuild)
+			glog("node %d is behind the leader's log and cannot be rebuilt: the config "
+			     "sets no snapshot_cmd / snapshot_file", node);
+		g->said_no_rebuild = 1;
+		return;
+	}
+	if (!may_restart(g))
+		return;
+	glog("node %d is behind the leader's log: replacing it with one rebuilt from a peer", node);
+	kill(pid, SIGKILL);
+	for (int waited = 0; cli_pid_alive(pid) && waited < 5000; waited += 10) {
+		waitpid(pid, NULL, WNOHANG);
+		cli_sleep_ms(10);
+	}
+	if (node_rebuild(&g->c.cfg, node, -1, g->lib, &r, NULL, err, sizeof(err))) {
+		glog("rebuilding node %d failed: %s", node, err);
+		return;
+	}
+	g->last_ckpt_idx = 0;
+	glog("node %d rebuilt from node %d's snapshot at entry %llu (%.1f MB, node %d held %llu ms); "
+	     "pid %d", node, r.from, (unsigned long long)r.index, r.snapshot_bytes / 1e6, r.from,
+	     (unsigned long long)r.hold_ms, (int)r.pid);
+}
+
 int cmd_guard(int argc, char **argv)
 {
 	struct timespec tick = { 0, TICK_MS * 1000000L };
@@ -201,13 +239,14 @@ int cmd_guard(int argc, char **argv)
 			;
 		pid_t pid = cli_node_pid(&g.c.cfg, g.c.node);
 		const struct region_ctl *ctl = region_map_ctl(&g.c.cfg, g.c.node);
-		int role = ROLE_DOWN;
+		int role = ROLE_DOWN, behind = 0;
 		uint64_t applied = 0;
 
 		if (ctl) {
 			if (pid && ctl->status.pid == (uint64_t)pid) {
 				role = ctl->status.role;
 				applied = load64(&ctl->status.applied);
+				behind = ctl->status.behind;
 			}
 			region_unmap_ctl(ctl);
 		}
@@ -216,7 +255,9 @@ int cmd_guard(int argc, char **argv)
 		if (pid) {
 			if (role != ROLE_DOWN)
 				g.last_role = role;
-			if (g.criu_ok && role == ROLE_BACKUP && periodic_due(&g, applied))
+			if (role == ROLE_BACKUP && behind)
+				rebuild_behind(&g, pid);
+			else if (g.criu_ok && role == ROLE_BACKUP && periodic_due(&g, applied))
 				take_checkpoint(&g);
 		} else if (g.last_role != ROLE_DOWN) {
 			bring_back(&g);

@@ -68,7 +68,7 @@ int cli_find_lib(char *out, size_t len)
 	return -1;
 }
 
-static int mkdirs(const char *path)
+int cli_mkdirs(const char *path)
 {
 	char tmp[PATH_MAX];
 
@@ -203,7 +203,7 @@ pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 
 /* Starts NODE's guard (apus guard) in its own session, logging to
  * <data_dir>/apus.guard.log. */
-static void start_guard(const struct apus_config *cfg, int node)
+void cli_start_guard(const struct apus_config *cfg, int node)
 {
 	char exe[PATH_MAX], logpath[PATH_MAX], id[16];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -302,7 +302,7 @@ int cmd_start(int argc, char **argv)
 			printf("node %d is already running (pid %d)\n", i, (int)running);
 			continue;
 		}
-		if (mkdirs(c.cfg.nodes[i].data_dir)) {
+		if (cli_mkdirs(c.cfg.nodes[i].data_dir)) {
 			cli_error("cannot create data_dir %s of node %d: %s", c.cfg.nodes[i].data_dir,
 				  i, strerror(errno));
 			goto fail;
@@ -360,7 +360,7 @@ int cmd_start(int argc, char **argv)
 				printf("node %d started: %s, pid %d, app %s:%d\n", i, role_label(s->role),
 				       (int)pids[i], c.cfg.nodes[i].address, c.cfg.nodes[i].app_port);
 				if (c.cfg.guard)
-					start_guard(&c.cfg, i);
+					cli_start_guard(&c.cfg, i);
 				want[i] = 0;
 				count--;
 			}

@@ -16,7 +16,7 @@ static const char usage[] =
 	"  -j, --json          one JSON object: {view, leader, nodes: [{id, role,\n"
 	"                      app_addr, commit, applied, pid, lag, view,\n"
 	"                      divergences, healthy, suspects_leader,\n"
-	"                      leader_heartbeat_age_ms, error}]}\n"
+	"                      leader_heartbeat_age_ms, needs_rebuild, error}]}\n"
 	"  -h, --help          this text\n";
 
 struct row {
@@ -105,9 +105,11 @@ int cmd_status(int argc, char **argv)
 				printf(",\"divergences\":%llu,\"healthy\":%s",
 				       (unsigned long long)r->s.divergences, r->s.unhealthy ? "false" : "true");
 			if (r->up && r->s.role == ROLE_BACKUP)
-				printf(",\"suspects_leader\":%s,\"leader_heartbeat_age_ms\":%llu",
+				printf(",\"suspects_leader\":%s,\"leader_heartbeat_age_ms\":%llu,"
+				       "\"needs_rebuild\":%s",
 				       r->s.suspects_leader ? "true" : "false",
-				       (unsigned long long)r->s.leader_hb_age_ms);
+				       (unsigned long long)r->s.leader_hb_age_ms,
+				       r->s.behind ? "true" : "false");
 			if (r->pid && r->s.role == ROLE_FAILED) {
 				printf(",\"error\":");
 				json_string(r->s.error);
@@ -146,6 +148,9 @@ int cmd_status(int argc, char **argv)
 		if (r->s.role == ROLE_BACKUP && r->s.suspects_leader)
 			printf("  suspects the leader (no heartbeat for %llu ms)",
 			       (unsigned long long)r->s.leader_hb_age_ms);
+		if (r->s.role == ROLE_BACKUP && r->s.behind)
+			printf("  needs rebuild: the leader's log no longer holds its next entry "
+			       "(apus rebuild --node %d)", i);
 		printf("\n");
 	}
 	return 0;

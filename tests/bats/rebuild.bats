@@ -1,0 +1,105 @@
+#!/usr/bin/env bats
+# Rebuilding a replica from a live peer and the bounded log (issue 5), with
+# real Redis: a replica whose data directory and checkpoints were deleted
+# is rebuilt from a peer's snapshot; a backup the leader's log left behind
+# says so and is rebuilt; a 1 MB log carries 300 MB of writes while a
+# backup is killed in the middle and its guard brings it back.
+
+load helpers
+
+function teardown() {
+	[ -n "${OWN_CONF:-}" ] && stop_cluster "$OWN_CONF"
+	OWN_CONF=
+}
+
+# own_cluster PORTBASE [LOG_SIZE] - a cluster of this test's own in $CONF.
+function own_cluster() {
+	CONF=$(make_conf "$(test_dir "c$1")" "$@")
+	OWN_CONF=$CONF
+	start_cluster "$CONF" || fail "the cluster did not start"
+}
+
+# writes COUNT PREFIX - COUNT SETs and one INCR each on the leader, pipelined.
+function writes() {
+	local i
+	for ((i = 0; i < $1; i++)); do
+		echo "SET $2:$i value-$i"
+		echo "INCR $2:ctr"
+	done | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
+}
+
+# rebuild NODE [ARGS...] - apus rebuild; fails the test if it fails.
+function rebuild() {
+	local node=$1
+	shift
+	run "$APUS" rebuild --config "$CONF" --node "$node" "$@" 3>&-
+	echo "$output"
+	[ "$status" -eq 0 ] || fail "apus rebuild --node $node failed: $output"
+}
+
+@test "a replica whose data directory and checkpoints were deleted is rebuilt from a peer" {
+	own_cluster 18600
+	local victim pid dir
+	victim=$(backups | tail -n 1)
+	pid=$(redis_pid "$victim")
+	dir=$(data_dir "$victim")
+	writes 2000 before
+	kill -KILL "$pid"
+	wait_pids_gone 5 "$pid" || fail "node $victim did not die"
+	rm -rf "$dir"
+	writes 1000 while_gone
+	rebuild "$victim"
+	[[ "$output" == *"node $victim rebuilt from node "*"joined its leader"* ]] || fail "unexpected: $output"
+	[ -f "$dir/apus.seed" ] || fail "no apus.seed in the rebuilt data directory"
+	writes 500 after
+	wait_digests_equal "$CONF" 60
+	assert_eq "$(admin "$victim" GET after:ctr)" 500 "a counter written after the rebuild, on the rebuilt node"
+	assert_eq "$(admin "$victim" GET before:ctr)" 2000 "a counter written before the loss, on the rebuilt node"
+	grep -q "rebuilt from a peer's snapshot at entry" "$dir/apus.log" ||
+		fail "the rebuilt node did not start from the snapshot"
+}
+
+@test "apus rebuild refuses a running node, a missing snapshot_cmd and a bad --from" {
+	own_cluster 18620
+	local victim
+	victim=$(backups | tail -n 1)
+	run "$APUS" rebuild --config "$CONF" --node "$victim" 3>&-
+	[ "$status" -ne 0 ] || fail "rebuilt a running node"
+	[[ "$output" == *"node $victim is running"* ]] || fail "unclear: $output"
+	run "$APUS" rebuild --config "$CONF" --node "$victim" --from x 3>&-
+	[ "$status" -eq 2 ] || fail "accepted --from x"
+	run "$APUS" rebuild --config "$CONF" --node "$victim" --from "$(leader_id)" 3>&-
+	[ "$status" -ne 0 ] || fail "rebuilt from the leader"
+	sed -i '/^snapshot_/d' "$CONF"
+	"$APUS" stop --config "$CONF" --node "$victim" >/dev/null 3>&-
+	run "$APUS" rebuild --config "$CONF" --node "$victim" 3>&-
+	[ "$status" -ne 0 ] || fail "rebuilt without snapshot_cmd"
+	[[ "$output" == *"sets no snapshot_cmd"* ]] || fail "unclear: $output"
+	run "$APUS" rebuild --help
+	[ "$status" -eq 0 ] && [[ "$output" == *"usage: apus rebuild"* ]] || fail "no --help: $output"
+}
+
+@test "a backup left behind by the bounded log says so and is rebuilt; the leader never waits for it" {
+	own_cluster 18640 1M
+	local victim pid
+	victim=$(backups | tail -n 1)
+	pid=$(redis_pid "$victim")
+	writes 500 before
+	# shm it stays synced.  Kill it instead and restart it afresh later.
+	kill -KILL "$pid"
+	wait_pids_gone 5 "$pid" || fail "node $victim did not die"
+	# Far more than the 1 MB log while it is down: the leader must not stall.
+	writes 20000 while_down
+	run "$APUS" start --config "$CONF" --node "$victim" 3>&-
+	echo "$output"
+	retry 50 0.2 bash -c "'$APUS' status --config '$CONF' --json 3>&- | grep -q '\"needs_rebuild\":true'" ||
+		fail "node $victim never said it needs a rebuild: $("$APUS" status --config "$CONF" 3>&-)"
+	run "$APUS" status --config "$CONF" 3>&-
+	[[ "$output" == *"needs rebuild"* ]] || fail "apus status does not say it: $output"
+	grep -q "must be rebuilt from a peer" "$(data_dir "$victim")/apus.log" || fail "its log does not say it"
+	"$APUS" stop --config "$CONF" --node "$victim" >/dev/null 3>&-
+	rebuild "$victim"
+	writes 100 after
+	wait_digests_equal "$CONF" 60
+	assert_eq "$(admin "$victim" GET while_down:ctr)" 20000 "a counter written while it was down"
+}
