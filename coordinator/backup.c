@@ -66,8 +66,11 @@ static uint64_t backoff_ns(struct backup *b, int l)
  * a copy made for it answers (older sync words in our region do not). */
 static void rejoin(struct backup *b)
 {
+	uint64_t last = load64(&b->n->ctl->status.join_seq);
+
 	b->synced = 0;
-	b->join_seq++;
+	b->join_seq = (b->join_seq > last ? b->join_seq : last) + 1;
+	store64(&b->n->ctl->status.join_seq, b->join_seq);
 	b->join_ns = 0;
 }
 

@@ -245,6 +245,35 @@ static void space_idle(struct node *n)
 	leader_commit_from_peers(n);
 }
 
+/* Before appending an event of LEN bytes (called with n->lock held):
+ * waits, without the lock, until the log has room for all of its entries
+ * (and the gap a wrap may leave), so that they stay contiguous in the log
+ * and the role thread, which takes the lock to sync a joining backup (that
+ * may be what frees the log), never waits behind a full log.  An event
+ * bigger than half the log waits entry by entry, holding the lock. */
+static void leader_reserve(struct node *n, size_t len)
+{
+	uint64_t need = entry_size(len < n->cfg.max_entry ? (uint32_t)len : n->cfg.max_entry);
+
+	for (size_t done = 0; done < len || !done;) {
+		uint32_t chunk = len - done > n->cfg.max_entry ? n->cfg.max_entry
+							       : (uint32_t)(len - done);
+		need += entry_size(chunk);
+		done += chunk;
+		if (!chunk)
+			break;
+	}
+	if (need > n->log_size / 2)
+		return;
+	while (!space_free(n, n->tail + need)) {
+		uint64_t end = n->tail + need;
+
+		pthread_mutex_unlock(&n->lock);
+		leader_wait(n, space_free, end, space_idle);
+		pthread_mutex_lock(&n->lock);
+	}
+}
+
 /* Appends one entry (LEN data bytes of IOV from SKIP on).  Called with
  * n->lock held.  Returns the entry's position. */
 static uint64_t leader_append(struct node *n, struct entry_meta *m, const struct iovec *iov,
@@ -315,6 +344,7 @@ static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
 	size_t done = 0;
 
 	pthread_mutex_lock(&n->lock);
+	leader_reserve(n, len);
 	do {
 		uint32_t chunk = len - done > n->cfg.max_entry ? n->cfg.max_entry
 							       : (uint32_t)(len - done);

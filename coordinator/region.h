@@ -127,6 +127,10 @@ struct node_status {
 	uint32_t behind;
 	uint32_t synced;	/* backup: the leader's copy of its log arrived */
 	uint32_t pad;
+	/* Backup: its latest join (peer_slot.join_seq).  The region outlives
+	 * a CRIU restore: a restored process joins with a newer one, so no
+	 * answer to its dead predecessor's joins can pass for its own. */
+	uint64_t join_seq;
 };
 
 /* The guard's checkpoint handshake (coordinator/checkpoint.c): the guard

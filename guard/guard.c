@@ -39,6 +39,8 @@ static const char usage[] =
 	"checkpoint_interval_s seconds and/or checkpoint_entries entries (keeping\n"
 	"checkpoint_keep), and brings the server back when it dies: restored from\n"
 	"its newest intact checkpoint if it was a backup, else started afresh.\n"
+	"A backup the leader's log left behind (apus status: needs rebuild) is\n"
+	"rebuilt from a peer's snapshot (apus rebuild; needs snapshot_cmd).\n"
 	"Without a working CRIU it only restarts.  SIGTERM stops it (the server\n"
 	"keeps running).  Logs to <data_dir>/apus.guard.log.\n"
 	"\n"
@@ -94,7 +96,7 @@ struct guard {
 	char lib[PATH_MAX];
 	int criu_ok;
 	int last_role;		/* the server's role when last seen alive */
-	uint64_t last_ckpt_s, last_ckpt_idx;
+	uint64_t last_ckpt_ms, last_ckpt_idx;
 	uint64_t restarts[RESTARTS_PER_MINUTE];	/* when the last ones happened */
 	int said_no_rebuild;
 };
@@ -106,7 +108,8 @@ static int periodic_due(struct guard *g, uint64_t applied)
 	/* Nothing executed since the last one: it would be the same state. */
 	if (g->last_ckpt_idx && applied == g->last_ckpt_idx)
 		return 0;
-	if (cfg->checkpoint_interval_s && mono_s() - g->last_ckpt_s >= (uint64_t)cfg->checkpoint_interval_s)
+	if (cfg->checkpoint_interval_s &&
+	    cli_mono_ms() - g->last_ckpt_ms >= (uint64_t)cfg->checkpoint_interval_s * 1000)
 		return 1;
 	return cfg->checkpoint_entries && applied >= g->last_ckpt_idx + cfg->checkpoint_entries;
 }
@@ -116,7 +119,7 @@ static void take_checkpoint(struct guard *g)
 	struct ckpt_info k;
 	char err[600];
 
-	g->last_ckpt_s = mono_s();
+	g->last_ckpt_ms = cli_mono_ms();
 	if (ckpt_take(&g->c.cfg, g->c.node, &k, NULL, err, sizeof(err))) {
 		glog("checkpoint failed: %s", err);
 		return;
@@ -232,7 +235,7 @@ int cmd_guard(int argc, char **argv)
 	g.criu_ok = criu_usable(why, sizeof(why)) == 0;
 	glog("guarding node %d; %s", g.c.node,
 	     g.criu_ok ? "checkpoints on (CRIU works)" : why);
-	g.last_ckpt_s = mono_s();
+	g.last_ckpt_ms = cli_mono_ms();
 
 	while (!stop_requested) {
 		while (waitpid(-1, NULL, WNOHANG) > 0)

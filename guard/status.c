@@ -15,6 +15,8 @@ static const char usage[] =
 	"  -n, --node N        only this node\n"
 	"  -j, --json          one JSON object: {view, leader, nodes: [{id, role,\n"
 	"                      app_addr, commit, applied, pid, lag, view,\n"
+	"                      log_pos (bytes of log written so far), reclaim_pos\n"
+	"                      (leader: the log before it is free),\n"
 	"                      divergences, healthy, suspects_leader,\n"
 	"                      leader_heartbeat_age_ms, needs_rebuild, error}]}\n"
 	"  -h, --help          this text\n";
@@ -100,7 +102,10 @@ int cmd_status(int argc, char **argv)
 							    ? lead_commit - r->s.applied
 							    : 0));
 			if (r->up)
-				printf(",\"view\":%llu", (unsigned long long)r->s.view);
+				printf(",\"view\":%llu,\"log_pos\":%llu", (unsigned long long)r->s.view,
+				       (unsigned long long)r->s.log_pos);
+			if (r->up && r->s.role == ROLE_LEADER)
+				printf(",\"reclaim_pos\":%llu", (unsigned long long)r->s.reclaim_pos);
 			if (r->up)
 				printf(",\"divergences\":%llu,\"healthy\":%s",
 				       (unsigned long long)r->s.divergences, r->s.unhealthy ? "false" : "true");

@@ -83,6 +83,7 @@ VARIANTS=(
 	"faults.bats|APUS_TEST_NETNS=tcp-netns"
 	"failover.bats|APUS_TEST_NETNS=tcp-netns"
 	"checkpoint.bats|APUS_TEST_NETNS=tcp-netns"
+	"rebuild.bats|APUS_TEST_NETNS=tcp-netns"
 )
 bats_files=()
 for f in tests/bats/*.bats; do

@@ -103,3 +103,44 @@ function rebuild() {
 	wait_digests_equal "$CONF" 60
 	assert_eq "$(admin "$victim" GET while_down:ctr)" 20000 "a counter written while it was down"
 }
+
+@test "a 1 MB log carries 300 MB of writes with periodic checkpoints; a backup killed in the middle comes back and catches up" {
+	command -v criu >/dev/null 2>&1 || skip "CRIU not installed (scripts/install-criu.sh builds one)"
+	have root || skip "CRIU needs root"
+	APUS_TEST_GUARD=on own_cluster 18660 1M
+	local victim pid gl lead pos reclaim dir
+	sed -i "1a checkpoint_interval_s = 1" "$CONF"
+	# (the guards read the config at start: restart them with it)
+	"$APUS" stop --config "$CONF" >/dev/null 3>&-
+	start_cluster "$CONF" || fail "the cluster did not restart"
+	victim=$(backups | tail -n 1)
+	pid=$(redis_pid "$victim")
+	dir=$(data_dir "$victim")
+	gl="$dir/apus.guard.log"
+	# 4000-byte values over 500 keys: 150 MB, then 150 MB more with the
+	# victim killed a second into it.
+	bench -t set -d 4000 -n 37500 -r 500 -c 8 -q || fail "the first 150 MB failed"
+	retry 50 0.2 grep -q "checkpoint .*: entry" "$gl" || fail "the guard took no checkpoint: $(cat "$gl")"
+	bench -t set -d 4000 -n 37500 -r 500 -c 8 -q &
+	local loader=$!
+	sleep 1
+	kill -KILL "$pid"
+	wait "$loader" || fail "the second 150 MB failed"
+	lead=$(leader_id)
+	local st
+	st=$(status_json)
+	pos=$(status_node "$st" "$lead" log_pos)
+	reclaim=$(status_node "$st" "$lead" reclaim_pos)
+	echo "leader log_pos $pos reclaim_pos $reclaim"
+	[ "$pos" -ge 300000000 ] || fail "only $pos bytes went through the log"
+	[ $((pos - reclaim)) -le $((1024 * 1024)) ] || fail "the log holds $((pos - reclaim)) bytes"
+	assert_eq "$(stat -c %s "$(data_dir "$lead")/apus.region")" $((1024 * 1024 + 4096)) "the leader's region file size"
+	retry 150 0.2 bash -c "[ \"\$(redis-cli -s '$dir/redis.sock' PING 2>/dev/null)\" = PONG ]" ||
+		fail "node $victim did not come back: $(cat "$gl")"
+	cat "$gl"
+	grep -q "died as a backup: restored from checkpoint" "$gl" || grep -q "rebuilt from node" "$gl" ||
+		fail "the guard neither restored nor rebuilt node $victim"
+	writes 100 after
+	wait_digests_equal "$CONF" 90
+	assert_eq "$(admin "$victim" GET after:ctr)" 100 "a counter written after it came back"
+}

@@ -86,6 +86,15 @@ int main(void)
 	expect_error(NODES "netns = a/b\n", 5, "not a namespace name");
 	expect_error("heartbeat_ms = 10\nsuspect_ms = 15\n" NODES, 2, "at least two heartbeat periods");
 	expect_error("[node 0]\napp_port = 1\ndata_dir = /a\n", 0, "app_cmd is not set");
+	/* Rebuilding from a peer: a command and the file it writes, both or neither. */
+	expect_error("snapshot_file = ../x\n" NODES, 1, "a file name inside data_dir");
+	expect_error("snapshot_file = apus.region\n" NODES, 1, "not apus.*");
+	expect_error("snapshot_cmd = save {data_dir}\n" NODES, 0, "go together");
+	CHECK(load("snapshot_cmd = cli -s {data_dir}/s SAVE\nsnapshot_file = dump.rdb\n" NODES, &c,
+		   err, sizeof(err)) == 0, "%s", err);
+	CHECK(config_expand(&c, 0, c.snapshot_cmd, cmd, sizeof(cmd)) == 0 &&
+		      !strcmp(cmd, "cli -s /tmp/a/s SAVE") && !strcmp(c.snapshot_file, "dump.rdb"),
+	      "snapshot_cmd expanded '%s'", cmd);
 	unlink(path);
 	CHECK(config_load(path, &c, err, sizeof(err)) == -1 && strstr(err, "cannot open"), "%s", err);
 	return 0;
