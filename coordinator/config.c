@@ -220,6 +220,8 @@ static int set_node(struct parser *p, struct node_conf *n, const char *k, const 
 		return parse_int(p, k, v, 1, 65535, &n->app_port);
 	if (!strcmp(k, "peer_port"))
 		return parse_int(p, k, v, 1, 65535, &n->peer_port);
+	if (!strcmp(k, "guard_port"))
+		return parse_int(p, k, v, 1, 65535, &n->guard_port);
 	if (!strcmp(k, "data_dir"))
 		return copy_str(p, k, v, n->data_dir, sizeof(n->data_dir));
 	if (!strcmp(k, "secret_file"))
@@ -416,6 +418,11 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 		if (strcmp(c->transport, "shm") && !numeric_address(n->address)) {
 			fail(&p, "[node %d] address '%s' is not a numeric IPv4/IPv6 address (transport %s "
 				 "admits peers by address)", i, n->address, c->transport);
+			goto out;
+		}
+		if (n->guard_port && (n->guard_port == n->app_port || n->guard_port == n->peer_port)) {
+			fail(&p, "[node %d] guard_port %d is also its app_port or peer_port", i,
+			     n->guard_port);
 			goto out;
 		}
 		for (int j = 0; j < i; j++) {

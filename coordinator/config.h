@@ -12,6 +12,7 @@
  *   secret_file = apus.key    (tcp/rdma peer admission, see admission.h)
  *   [node N]  address = A   app_port = P   peer_port = Q   data_dir = D
  *             netns = NAME  (run the node's server in that network namespace)
+ *             guard_port = G (its guard serves snapshots for apus rebuild)
  *             secret_file = F (this node's copy of the key, if elsewhere)
  *
  * Relative paths are taken from the config file's directory. */
@@ -41,6 +42,7 @@ struct node_conf {
 	char address[64];
 	int app_port;
 	int peer_port;
+	int guard_port;		/* its guard serves snapshots to peers being rebuilt (0: none) */
 	char data_dir[PATH_MAX];
 	char secret_file[PATH_MAX];	/* absolute; the global one unless set */
 	char netns[64];			/* empty: the caller's namespace */

@@ -51,7 +51,7 @@ const char *criu_binary(void)
 	return c && *c ? c : "criu";
 }
 
-int ckpt_run(char *const argv[], const char *netns, const char *log)
+int ckpt_run(char *const argv[], const char *netns, const char *log, int prio)
 {
 	pid_t pid = fork();
 	int st;
@@ -60,6 +60,8 @@ int ckpt_run(char *const argv[], const char *netns, const char *log)
 		return -1;
 	if (pid == 0) {
 		cli_redirect_stdio(log);
+		if (prio == RUN_BACKGROUND)
+			(void)!nice(19);
 		if (netns && *netns && cli_enter_netns(netns) < 0)
 			_exit(126);
 		execvp(argv[0], argv);
@@ -103,7 +105,7 @@ int criu_usable(char *why, size_t len)
 		return -1;
 	}
 	close(fd);
-	rc = ckpt_run(argv, NULL, tmpl);
+	rc = ckpt_run(argv, NULL, tmpl, RUN_NOW);
 	f = fopen(tmpl, "re");
 	while (f && fgets(line, sizeof(line), f))
 		good |= strstr(line, "Looks good") != NULL;
@@ -199,6 +201,44 @@ static int sum_tree(const char *base, const char *rel, FILE *out, uint64_t *byte
 	}
 	closedir(dir);
 	return rc;
+}
+
+/* Writes SUMS for DIR's images/ and data/, in a child at nice 19 (like the
+ * dump: the CPU the replicas leave); their sizes in *IMAGES and *DATA. */
+static int write_sums(const char *dir, const char *sums, uint64_t *images, uint64_t *data)
+{
+	uint64_t sizes[2] = { 0, 0 };
+	int pfd[2], st;
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		FILE *f = fopen(sums, "we");
+		int rc;
+
+		(void)!nice(19);
+		rc = !f || sum_tree(dir, "images", f, &sizes[0]) || sum_tree(dir, "data", f, &sizes[1]);
+		if (f && fclose(f))
+			rc = 1;
+		if (!rc && write(pfd[1], sizes, sizeof(sizes)) != sizeof(sizes))
+			rc = 1;
+		_exit(rc);
+	}
+	close(pfd[1]);
+	ssize_t got = pid > 0 ? read(pfd[0], sizes, sizeof(sizes)) : -1;
+	close(pfd[0]);
+	if (pid < 0)
+		return -1;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (got != sizeof(sizes) || !WIFEXITED(st) || WEXITSTATUS(st))
+		return -1;
+	*images = sizes[0];
+	*data = sizes[1];
+	return 0;
 }
 
 int ckpt_verify(const struct ckpt_info *c, char *why, size_t len)
@@ -337,7 +377,7 @@ static int remove_tree(const char *path)
 {
 	char *argv[] = { "rm", "-rf", "--", (char *)path, NULL };
 
-	return ckpt_run(argv, NULL, NULL);
+	return ckpt_run(argv, NULL, NULL, RUN_BACKGROUND);
 }
 
 int ckpt_prune(const struct apus_config *cfg, int node, int keep)
@@ -356,7 +396,7 @@ int ckpt_prune(const struct apus_config *cfg, int node, int keep)
 /* Copies the server's files of SRC (not ours: apus.*, checkpoints/,
  * sockets, nor the snapshot file SKIP: it goes with apus.seed, see
  * rebuild.h) into DST with cp -a.  0 or -1. */
-static int copy_data(const char *src, const char *dst, const char *skip)
+static int copy_data(const char *src, const char *dst, const char *skip, int prio)
 {
 	char *argv[256 + 8], paths[256][PATH_MAX];
 	struct dirent *d;
@@ -384,7 +424,7 @@ static int copy_data(const char *src, const char *dst, const char *skip)
 	if (n) {
 		argv[argc++] = (char *)dst;
 		argv[argc] = NULL;
-		rc = ckpt_run(argv, NULL, NULL) ? -1 : 0;
+		rc = ckpt_run(argv, NULL, NULL, prio) ? -1 : 0;
 	}
 	return rc;
 }
@@ -491,7 +531,7 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 			 "--tcp-established", "--network-lock", "nftables", "--file-locks",
 			 "-o", "dump.log", NULL };
 	t0 = cli_mono_ms();
-	rc = ckpt_run(dump, cfg->nodes[node].netns, dlog);
+	rc = ckpt_run(dump, cfg->nodes[node].netns, dlog, RUN_BACKGROUND);
 	c.dump_ms = cli_mono_ms() - t0;
 	/* The server executes again whatever happened. */
 	store64(&ctl->ckpt.release, req);
@@ -505,17 +545,13 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	}
 	say(progress, "dumped in %llu ms; copying the data directory",
 	    (unsigned long long)c.dump_ms);
-	if (copy_data(cfg->nodes[node].data_dir, data, cfg->snapshot_file)) {
+	if (copy_data(cfg->nodes[node].data_dir, data, cfg->snapshot_file, RUN_BACKGROUND)) {
 		seterr(err, errlen, "copying %s failed", cfg->nodes[node].data_dir);
 		goto fail;
 	}
 	say(progress, "checksumming");
 	snprintf(sums, sizeof(sums), "%s/SHA256SUMS", tmp);
-	FILE *f = fopen(sums, "we");
-	rc = !f || sum_tree(tmp, "images", f, &c.image_bytes) || sum_tree(tmp, "data", f, &c.data_bytes);
-	if (f && fclose(f))
-		rc = 1;
-	if (rc || meta_write(&c, tmp)) {
+	if (write_sums(tmp, sums, &c.image_bytes, &c.data_bytes) || meta_write(&c, tmp)) {
 		seterr(err, errlen, "cannot write the checksums and meta of %s", tmp);
 		goto fail;
 	}
@@ -543,7 +579,7 @@ static void drop_criu_tables(const char *netns)
 			 "while read f t; do nft delete table \"$f\" \"$t\"; done",
 			 NULL };
 
-	ckpt_run(argv, netns, NULL);
+	ckpt_run(argv, netns, NULL, RUN_NOW);
 }
 
 static int restore_from(const struct apus_config *cfg, int node, const struct ckpt_info *c,
@@ -566,7 +602,7 @@ static int restore_from(const struct apus_config *cfg, int node, const struct ck
 	region_unmap_ctl(ctl);
 
 	snprintf(data, sizeof(data), "%s/data", c->dir);
-	if (copy_data(data, cfg->nodes[node].data_dir, cfg->snapshot_file)) {
+	if (copy_data(data, cfg->nodes[node].data_dir, cfg->snapshot_file, RUN_NOW)) {
 		seterr(err, errlen, "cannot copy the checkpoint's data into %s",
 		       cfg->nodes[node].data_dir);
 		return -1;
@@ -576,7 +612,7 @@ static int restore_from(const struct apus_config *cfg, int node, const struct ck
 	char *restore[] = { (char *)criu_binary(), "restore", "-D", img, "-d", "--tcp-established",
 			    "--file-locks", "-o", "restore.log", NULL };
 	for (int i = 0; i < RESTORE_TRIES; i++) {
-		rc = ckpt_run(restore, netns, out);
+		rc = ckpt_run(restore, netns, out, RUN_NOW);
 		if (!rc || rc == 127)
 			break;
 		drop_criu_tables(netns);

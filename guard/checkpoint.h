@@ -37,8 +37,11 @@ const char *criu_binary(void);
 int criu_usable(char *why, size_t len);
 
 /* Runs ARGV (in network namespace NETNS when set) with stdout and stderr
- * to LOG (or /dev/null); returns its exit status, 127 if it could not run. */
-int ckpt_run(char *const argv[], const char *netns, const char *log);
+ * to LOG (or /dev/null); returns its exit status, 127 if it could not run.
+ * PRIO: RUN_NOW, or RUN_BACKGROUND (nice 19: a checkpoint's dump, copies
+ * and checksums take the CPU the replicas leave, not theirs). */
+enum { RUN_NOW = 0, RUN_BACKGROUND = 1 };
+int ckpt_run(char *const argv[], const char *netns, const char *log, int prio);
 
 /* Asks NODE (whose control page is CTL) to hold execution; returns the
  * request number with CTL's checkpoint words idx, pos, view and drained

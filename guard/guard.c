@@ -13,6 +13,7 @@
  * <data_dir>/apus.guard.log and writes <data_dir>/apus.guard.pid; apus stop
  * stops it before the server. */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "rebuild.h"
+#include "snapshot_net.h"
 
 #define TICK_MS 100
 #define GUARD_PIDFILE "apus.guard.pid"
@@ -41,6 +43,8 @@ static const char usage[] =
 	"its newest intact checkpoint if it was a backup, else started afresh.\n"
 	"A backup the leader's log left behind (apus status: needs rebuild) is\n"
 	"rebuilt from a peer's snapshot (apus rebuild; needs snapshot_cmd).\n"
+	"With guard_port set for its node it serves snapshots of its backup to\n"
+	"peers being rebuilt, on the node's address (cluster key required).\n"
 	"Without a working CRIU it only restarts.  SIGTERM stops it (the server\n"
 	"keeps running).  Logs to <data_dir>/apus.guard.log.\n"
 	"\n"
@@ -236,6 +240,13 @@ int cmd_guard(int argc, char **argv)
 	glog("guarding node %d; %s", g.c.node,
 	     g.criu_ok ? "checkpoints on (CRIU works)" : why);
 	g.last_ckpt_ms = cli_mono_ms();
+	/* Peers being rebuilt fetch snapshots of our backup from here. */
+	int lfd = -1;
+	if (g.c.cfg.nodes[g.c.node].guard_port) {
+		lfd = snapnet_listen(&g.c.cfg, g.c.node, why, sizeof(why));
+		if (lfd < 0)
+			glog("not serving snapshots to peers: %s", why);
+	}
 
 	while (!stop_requested) {
 		while (waitpid(-1, NULL, WNOHANG) > 0)
@@ -265,8 +276,16 @@ int cmd_guard(int argc, char **argv)
 		} else if (g.last_role != ROLE_DOWN) {
 			bring_back(&g);
 		}
-		nanosleep(&tick, NULL);
+		if (lfd >= 0) {
+			struct pollfd p = { lfd, POLLIN, 0 };
+			if (poll(&p, 1, TICK_MS) > 0)
+				snapnet_serve(&g.c.cfg, g.c.node, lfd, glog_warn);
+		} else {
+			nanosleep(&tick, NULL);
+		}
 	}
+	if (lfd >= 0)
+		close(lfd);
 	glog("stopping (node %d's server keeps running)", g.c.node);
 	char path[PATH_MAX];
 	if (!config_node_path(&g.c.cfg, g.c.node, GUARD_PIDFILE, path, sizeof(path)))

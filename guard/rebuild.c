@@ -15,6 +15,7 @@
 #include "../coordinator/region.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "snapshot_net.h"
 
 /* How long the new node may take to load the snapshot and join; the
  * peer's hold ends at 30 s by itself (coordinator/checkpoint.c). */
@@ -36,8 +37,7 @@ static void step(void (*progress)(const char *), const char *fmt, ...)
 	progress(line);
 }
 
-/* A live backup synced to its leader and not behind, else NULL-status 0. */
-static int caught_up_backup(const struct apus_config *cfg, int k, uint64_t *applied)
+int rebuild_source_ok(const struct apus_config *cfg, int k, uint64_t *applied)
 {
 	pid_t pid = cli_node_pid(cfg, k);
 	const struct region_ctl *ctl;
@@ -54,40 +54,62 @@ static int caught_up_backup(const struct apus_config *cfg, int k, uint64_t *appl
 	return ok;
 }
 
-static int pick_source(const struct apus_config *cfg, int node, int from, char *err,
-		       size_t errlen)
+/* The peers to take the snapshot from, best first, into CAND: FROM alone
+ * if given; else every other node, the live synced backups of this host
+ * (most caught up first), then those of other hosts (their guards refuse
+ * if they cannot serve).  Returns how many, or -1 with ERR set. */
+static int pick_sources(const struct apus_config *cfg, int node, int from, int *cand,
+			char *err, size_t errlen)
 {
-	uint64_t applied, best_applied = 0;
-	int best = -1;
+	uint64_t applied[APUS_MAX_NODES], a;
+	int n = 0;
 
 	if (from >= 0) {
 		if (from == node || from >= cfg->nnodes) {
 			snprintf(err, errlen, "--from %d: pick another node of the cluster", from);
 			return -1;
 		}
-		if (!caught_up_backup(cfg, from, &applied)) {
+		if (cli_node_is_local(cfg, from) && !cfg->nodes[from].guard_port &&
+		    !rebuild_source_ok(cfg, from, &a)) {
 			snprintf(err, errlen, "node %d is not a live backup synced to its leader (the "
 					      "leader is never paused; see apus status)", from);
 			return -1;
 		}
-		return from;
+		cand[0] = from;
+		return 1;
 	}
-	for (int k = 0; k < cfg->nnodes; k++)
-		if (k != node && caught_up_backup(cfg, k, &applied) &&
-		    (best < 0 || applied > best_applied)) {
-			best = k;
-			best_applied = applied;
+	for (int k = 0; k < cfg->nnodes; k++) {
+		if (k == node)
+			continue;
+		if (rebuild_source_ok(cfg, k, &a)) {
+			int i = n++;
+			for (; i > 0 && (applied[i - 1] < a); i--) {
+				cand[i] = cand[i - 1];
+				applied[i] = applied[i - 1];
+			}
+			cand[i] = k;
+			applied[i] = a;
 		}
-	if (best < 0)
+	}
+	/* Nodes of other hosts: only their guards can tell. */
+	for (int k = 0; k < cfg->nnodes; k++)
+		if (k != node && cfg->nodes[k].guard_port && !cli_node_is_local(cfg, k)) {
+			int dup = 0;
+			for (int i = 0; i < n; i++)
+				dup |= cand[i] == k;
+			if (!dup)
+				cand[n++] = k;
+		}
+	if (!n)
 		snprintf(err, errlen, "no live backup synced to its leader to rebuild node %d from "
 				      "(the leader is never paused)", node);
-	return best;
+	return n ? n : -1;
 }
 
 /* Writes NODE's apus.seed: its snapshot holds the server after entry
  * INDEX (log position POS, view VIEW).  Written aside, renamed in place. */
-static int write_seed(const struct apus_config *cfg, int node, uint64_t index, uint64_t pos,
-		      uint64_t view)
+int rebuild_write_seed(const struct apus_config *cfg, int node, uint64_t index, uint64_t pos,
+		       uint64_t view)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 8];
 	FILE *f;
@@ -122,7 +144,7 @@ static int take_snapshot(const struct apus_config *cfg, int from, const char *lo
 	/* File times come from the coarse clock. */
 	clock_gettime(CLOCK_REALTIME_COARSE, &started);
 	char *argv[] = { "sh", "-c", cmd, NULL };
-	int rc = ckpt_run(argv, cfg->nodes[from].netns, log);
+	int rc = ckpt_run(argv, cfg->nodes[from].netns, log, RUN_NOW);
 	if (rc) {
 		snprintf(err, errlen, "snapshot_cmd on node %d exited with %d (see %s)", from, rc, log);
 		return -1;
@@ -147,7 +169,7 @@ static int copy_snapshot(const struct apus_config *cfg, int from, int node)
 		return -1;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
 	char *argv[] = { "cp", "--", src, tmp, NULL };
-	if (ckpt_run(argv, NULL, NULL))
+	if (ckpt_run(argv, NULL, NULL, RUN_NOW))
 		return -1;
 	return rename(tmp, dst);
 }
@@ -184,16 +206,105 @@ static int wait_joined(const struct apus_config *cfg, int node, pid_t pid, uint6
 	return -1;
 }
 
+int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
+		  struct held_snapshot *h, char *err, size_t errlen)
+{
+	memset(h, 0, sizeof(*h));
+	if (!cfg->snapshot_cmd[0]) {
+		snprintf(err, errlen, "the config sets no snapshot_cmd / snapshot_file");
+		return -1;
+	}
+	h->ctl = region_map_ctl_rw(cfg, node);
+	if (!h->ctl) {
+		snprintf(err, errlen, "cannot open node %d's region: %s", node, strerror(errno));
+		return -1;
+	}
+	h->req = ckpt_hold(h->ctl, node, err, errlen);
+	if (!h->req) {
+		region_unmap_ctl(h->ctl);
+		return -1;
+	}
+	h->held_at_ms = cli_mono_ms();
+	h->index = load64(&h->ctl->ckpt.idx);
+	h->log_pos = load64(&h->ctl->ckpt.pos);
+	h->view = load64(&h->ctl->ckpt.view);
+	if (!load64(&h->ctl->ckpt.drained))
+		snprintf(err, errlen, "node %d's server did not take the entries sent to it in time; "
+				      "try again", node);
+	else if (!take_snapshot(cfg, node, log, &h->bytes, err, errlen) &&
+		 !config_node_path(cfg, node, cfg->snapshot_file, h->path, sizeof(h->path))) {
+		/* The snapshot stays in NODE's data directory: seed it to match. */
+		if (!rebuild_write_seed(cfg, node, h->index, h->log_pos, h->view))
+			return 0;
+		snprintf(err, errlen, "cannot write node %d's %s: %s", node, SEED_FILE,
+			 strerror(errno));
+	}
+	snapshot_release(h);
+	return -1;
+}
+
+uint64_t snapshot_release(struct held_snapshot *h)
+{
+	uint64_t ms = cli_mono_ms() - h->held_at_ms;
+
+	if (h->ctl) {
+		store64(&h->ctl->ckpt.release, h->req);
+		region_unmap_ctl(h->ctl);
+		h->ctl = NULL;
+	}
+	return ms;
+}
+
+/* Gets the snapshot of peer FROM into NODE's data directory and NODE's
+ * seed beside it, leaving FROM held: through FROM's guard (*FD is the
+ * connection that holds it) or from its data directory on this host (*H).
+ * 0, or -1 with ERR set. */
+static int get_snapshot(const struct apus_config *cfg, int node, int from, const char *log,
+			struct rebuild_info *r, int *fd, struct held_snapshot *h, char *err,
+			size_t errlen)
+{
+	char dst[PATH_MAX];
+	struct snap_meta m;
+
+	if (cfg->nodes[from].guard_port) {
+		if (config_node_path(cfg, node, cfg->snapshot_file, dst, sizeof(dst))) {
+			snprintf(err, errlen, "node %d's data_dir is too long", node);
+			return -1;
+		}
+		*fd = snapnet_fetch(cfg, node, from, dst, &m, err, errlen);
+		if (*fd < 0)
+			return -1;
+		r->index = m.index, r->log_pos = m.log_pos, r->view = m.view;
+		r->snapshot_bytes = m.bytes;
+	} else {
+		if (snapshot_hold(cfg, from, log, h, err, errlen))
+			return -1;
+		r->index = h->index, r->log_pos = h->log_pos, r->view = h->view;
+		r->snapshot_bytes = h->bytes;
+		if (copy_snapshot(cfg, from, node)) {
+			snprintf(err, errlen, "cannot copy %s to %s", h->path,
+				 cfg->nodes[node].data_dir);
+			return -1;
+		}
+	}
+	if (rebuild_write_seed(cfg, node, r->index, r->log_pos, r->view)) {
+		snprintf(err, errlen, "cannot write node %d's %s: %s", node, SEED_FILE,
+			 strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 int node_rebuild(const struct apus_config *cfg, int node, int from, const char *lib,
 		 struct rebuild_info *out, void (*progress)(const char *step), char *err,
 		 size_t errlen)
 {
 	struct rebuild_info r = { 0 };
+	struct held_snapshot h = { 0 };
 	char log[PATH_MAX];
-	struct region_ctl *ctl;
-	uint64_t t0 = cli_mono_ms(), req, held;
+	uint64_t t0 = cli_mono_ms(), held = 0;
 	pid_t running = cli_node_pid(cfg, node);
-	int rc = -1;
+	int rc = -1, fd = -1, cand[APUS_MAX_NODES], ncand;
 
 	if (!cfg->snapshot_cmd[0]) {
 		snprintf(err, errlen, "node %d cannot be rebuilt from a peer: the config sets no "
@@ -206,8 +317,8 @@ int node_rebuild(const struct apus_config *cfg, int node, int from, const char *
 			 node, (int)running);
 		return -1;
 	}
-	r.from = pick_source(cfg, node, from, err, errlen);
-	if (r.from < 0)
+	ncand = pick_sources(cfg, node, from, cand, err, errlen);
+	if (ncand <= 0)
 		return -1;
 	if (cli_mkdirs(cfg->nodes[node].data_dir) ||
 	    config_node_path(cfg, node, "apus.rebuild.log", log, sizeof(log))) {
@@ -215,56 +326,43 @@ int node_rebuild(const struct apus_config *cfg, int node, int from, const char *
 			 strerror(errno));
 		return -1;
 	}
-	ctl = region_map_ctl_rw(cfg, r.from);
-	if (!ctl) {
-		snprintf(err, errlen, "cannot open node %d's region: %s", r.from, strerror(errno));
-		return -1;
+	/* The first peer that can give its snapshot gives it. */
+	for (int i = 0; i < ncand; i++) {
+		r.from = cand[i];
+		step(progress, "holding node %d at its next entry for a snapshot of its server%s",
+		     r.from, cfg->nodes[r.from].guard_port ? " (through its guard)" : "");
+		held = cli_mono_ms();
+		if (!get_snapshot(cfg, node, r.from, log, &r, &fd, &h, err, errlen))
+			break;
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		snapshot_release(&h);
+		if (i + 1 == ncand)
+			return -1;
+		step(progress, "node %d: %s", r.from, err);
 	}
-	step(progress, "holding node %d at its next entry", r.from);
-	req = ckpt_hold(ctl, r.from, err, errlen);
-	if (!req)
-		goto out_unmap;
-	held = cli_mono_ms();
-	r.index = load64(&ctl->ckpt.idx);
-	r.log_pos = load64(&ctl->ckpt.pos);
-	r.view = load64(&ctl->ckpt.view);
-	if (!load64(&ctl->ckpt.drained)) {
-		snprintf(err, errlen, "node %d's server did not take the entries sent to it in time; "
-				      "try again", r.from);
-		goto out_release;
-	}
-	step(progress, "node %d holds at entry %llu: snapshot of its server", r.from,
-	     (unsigned long long)r.index);
-	if (take_snapshot(cfg, r.from, log, &r.snapshot_bytes, err, errlen))
-		goto out_release;
-	/* The snapshot stays in the peer's data directory: seed it to match. */
-	if (write_seed(cfg, r.from, r.index, r.log_pos, r.view) ||
-	    copy_snapshot(cfg, r.from, node) ||
-	    write_seed(cfg, node, r.index, r.log_pos, r.view)) {
-		snprintf(err, errlen, "cannot copy the snapshot to %s: %s", cfg->nodes[node].data_dir,
-			 strerror(errno));
-		goto out_release;
-	}
-	step(progress, "copied %.1f MB; starting node %d from entry %llu", r.snapshot_bytes / 1e6,
-	     node, (unsigned long long)r.index + 1);
+	step(progress, "node %d holds at entry %llu; copied %.1f MB; starting node %d from entry %llu",
+	     r.from, (unsigned long long)r.index, r.snapshot_bytes / 1e6, node,
+	     (unsigned long long)r.index + 1);
 	r.pid = cli_spawn_node(cfg, node, lib);
 	if (r.pid < 0) {
 		snprintf(err, errlen, "cannot start node %d", node);
-		goto out_release;
+		goto out;
 	}
 	/* The peer stays held (pinning the leader's log) until we joined. */
 	if (wait_joined(cfg, node, r.pid, r.index, err, errlen)) {
 		/* Not half a replica: a retry starts from scratch. */
 		kill(r.pid, SIGKILL);
 		waitpid(r.pid, NULL, 0);
-		goto out_release;
+		goto out;
 	}
 	rc = 0;
-out_release:
-	store64(&ctl->ckpt.release, req);
+out:
+	if (fd >= 0)
+		snapnet_done(fd);
+	snapshot_release(&h);
 	r.hold_ms = cli_mono_ms() - held;
-out_unmap:
-	region_unmap_ctl(ctl);
 	r.total_ms = cli_mono_ms() - t0;
 	if (!rc)
 		*out = r;

@@ -13,6 +13,10 @@
  * stays held (its applied position pins the leader's log) until N has
  * joined, so the entries N needs cannot be overwritten meanwhile.
  *
+ * When the peer's node sets guard_port, the snapshot comes from the
+ * peer's guard over the network (snapshot_net.h): the peer may live on
+ * another host.  Without it, from the peer's data directory on this host.
+ *
  * The snapshot file and apus.seed are a pair: M gets a seed for the
  * snapshot left in its own data directory too, and checkpoint copies
  * leave both alone, so any later fresh start of either node loads a
@@ -20,10 +24,38 @@
 #ifndef APUS_GUARD_REBUILD_H
 #define APUS_GUARD_REBUILD_H
 
+#include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "../coordinator/config.h"
+
+struct region_ctl;
+
+/* The source side: backup NODE held at its next entry with its server's
+ * snapshot written (and NODE's own seed updated to match).  Kept held
+ * until snapshot_release. */
+struct held_snapshot {
+	struct region_ctl *ctl;
+	uint64_t req, held_at_ms;
+	uint64_t index, log_pos, view, bytes;
+	char path[PATH_MAX];	/* the snapshot file in NODE's data_dir */
+};
+
+/* Whether NODE is a live backup synced to its leader (not left behind);
+ * its applied index in *APPLIED.  Reads NODE's region: this host only. */
+int rebuild_source_ok(const struct apus_config *cfg, int node, uint64_t *applied);
+
+/* Holds NODE and has its server write its snapshot; LOG gets the
+ * command's output.  0, or -1 with ERR set (nothing held then). */
+int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
+		  struct held_snapshot *h, char *err, size_t errlen);
+/* Lets NODE execute again; returns how long it was held (ms). */
+uint64_t snapshot_release(struct held_snapshot *h);
+
+/* Writes NODE's apus.seed (written aside, renamed in place). */
+int rebuild_write_seed(const struct apus_config *cfg, int node, uint64_t index, uint64_t pos,
+		       uint64_t view);
 
 struct rebuild_info {
 	int from;		/* the peer whose server's snapshot was used */

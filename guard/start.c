@@ -136,14 +136,15 @@ static int split_words(char *cmd, char **argv, int max)
 	return argc;
 }
 
-/* The cluster key a network transport admits peers with: generated here
- * when missing, so a fresh cluster needs no extra step. */
+/* The cluster key a network transport admits peers with (and guards their
+ * snapshot clients): generated here when missing, so a fresh cluster needs
+ * no extra step. */
 static int ensure_key(const struct apus_config *cfg, int node)
 {
 	const char *path = cfg->nodes[node].secret_file;
 	int rc;
 
-	if (!strcmp(cfg->transport, "shm"))
+	if (!strcmp(cfg->transport, "shm") && !cfg->nodes[node].guard_port)
 		return 0;
 	rc = admit_key_generate(path);
 	if (rc < 0) {

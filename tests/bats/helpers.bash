@@ -142,10 +142,12 @@ function make_conf() {
 				echo "netns    = $("$NETNS" name "$i")"
 				echo "app_port = $((portbase + 1))"
 				echo "peer_port = $((portbase + 51))"
+				[ "${APUS_TEST_GUARD:-off}" = on ] && echo "guard_port = $((portbase + 71))"
 			else
 				echo "address  = 127.0.0.1"
 				echo "app_port = $((portbase + 1 + i))"
 				echo "peer_port = $((portbase + 51 + i))"
+				[ "${APUS_TEST_GUARD:-off}" = on ] && echo "guard_port = $((portbase + 71 + i))"
 			fi
 			echo "data_dir = $dir/n$i"
 		done

@@ -37,20 +37,22 @@ function rebuild() {
 	[ "$status" -eq 0 ] || fail "apus rebuild --node $node failed: $output"
 }
 
-@test "a replica whose data directory and checkpoints were deleted is rebuilt from a peer" {
-	own_cluster 18600
-	local victim pid dir
+@test "a replica whose data directory and checkpoints were deleted is rebuilt from a peer's guard" {
+	APUS_TEST_GUARD=on own_cluster 18600
+	local victim dir from
 	victim=$(backups | tail -n 1)
-	pid=$(redis_pid "$victim")
 	dir=$(data_dir "$victim")
 	writes 2000 before
-	kill -KILL "$pid"
-	wait_pids_gone 5 "$pid" || fail "node $victim did not die"
+	"$APUS" stop --config "$CONF" --node "$victim" >/dev/null 3>&- || fail "apus stop --node $victim failed"
 	rm -rf "$dir"
 	writes 1000 while_gone
 	rebuild "$victim"
 	[[ "$output" == *"node $victim rebuilt from node "*"joined its leader"* ]] || fail "unexpected: $output"
+	from=$(sed -n 's/.*rebuilt from node \([0-9]*\).*/\1/p' <<<"$output")
+	grep -q "sent node $victim the snapshot of entry" "$(data_dir "$from")/apus.guard.log" ||
+		fail "node $from's guard did not serve it: $(cat "$(data_dir "$from")/apus.guard.log")"
 	[ -f "$dir/apus.seed" ] || fail "no apus.seed in the rebuilt data directory"
+	[ -n "$(cat "$dir/apus.guard.pid" 2>/dev/null)" ] || fail "apus rebuild did not start the node's guard"
 	writes 500 after
 	wait_digests_equal "$CONF" 60
 	assert_eq "$(admin "$victim" GET after:ctr)" 500 "a counter written after the rebuild, on the rebuilt node"
@@ -143,4 +145,27 @@ function rebuild() {
 	writes 100 after
 	wait_digests_equal "$CONF" 90
 	assert_eq "$(admin "$victim" GET after:ctr)" 100 "a counter written after it came back"
+}
+
+@test "a guard serves snapshots only to clients that know the cluster key" {
+	APUS_TEST_GUARD=on own_cluster 18680
+	local victim from key
+	victim=$(backups | tail -n 1)
+	from=$(backups | head -n 1)
+	"$APUS" stop --config "$CONF" --node "$victim" >/dev/null 3>&- || fail "apus stop failed"
+	writes 300 before
+	# The node being rebuilt gets a key file of its own, with a wrong key.
+	printf '%064d\n' 7 >"$BATS_TEST_TMPDIR/wrong.key"
+	chmod 600 "$BATS_TEST_TMPDIR/wrong.key"
+	sed -i "/^\[node $victim\]/a secret_file = $BATS_TEST_TMPDIR/wrong.key" "$CONF"
+	run "$APUS" rebuild --config "$CONF" --node "$victim" --from "$from" 3>&-
+	echo "$output"
+	[ "$status" -ne 0 ] || fail "rebuilt with a wrong key"
+	[[ "$output" == *"does not share the cluster key"* ]] || fail "unclear: $output"
+	grep -q "refused a snapshot request" "$(data_dir "$from")/apus.guard.log" ||
+		fail "the guard did not log the refusal"
+	[ -z "$(redis_pid "$victim")" ] || fail "node $victim was started anyway"
+	sed -i "\|secret_file = $BATS_TEST_TMPDIR/wrong.key|d" "$CONF"
+	rebuild "$victim" --from "$from"
+	wait_digests_equal "$CONF" 60
 }

@@ -1,0 +1,347 @@
+/* Snapshots served by a backup's guard over the network; see snapshot_net.h. */
+#include "snapshot_net.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "../coordinator/admission.h"
+#include "cli.h"
+#include "rebuild.h"
+
+#define SNAP_MAGIC "APUSSNAP"
+#define SNAP_VERSION 1
+#define IO_TIMEOUT_S 10
+#define DONE_TIMEOUT_MS 30000	/* the node's own hold ends at 30 s too */
+
+struct hello {
+	char magic[8];
+	uint32_t version;
+	uint32_t node;		/* the node being rebuilt */
+	uint8_t nonce[ADMIT_NONCE_LEN];
+};
+
+struct guard_proof {
+	uint8_t nonce[ADMIT_NONCE_LEN];
+	uint8_t mac[ADMIT_MAC_LEN];
+};
+
+struct reply {
+	uint32_t status;	/* 0: the snapshot follows; else msglen bytes of why */
+	uint32_t msglen;
+	struct snap_meta m;
+};
+
+static int send_all(int fd, const void *buf, size_t len)
+{
+	for (const char *p = buf; len;) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int recv_all(int fd, void *buf, size_t len)
+{
+	for (char *p = buf; len;) {
+		ssize_t n = recv(fd, p, len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (!n)
+				errno = ECONNRESET;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void set_timeouts(int fd)
+{
+	struct timeval tv = { IO_TIMEOUT_S, 0 };
+	int one = 1;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static int node_sockaddr(const struct apus_config *cfg, int node, struct sockaddr_storage *ss,
+			 socklen_t *len)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+				  .ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai;
+	char port[16];
+
+	snprintf(port, sizeof(port), "%d", cfg->nodes[node].guard_port);
+	if (getaddrinfo(cfg->nodes[node].address, port, &hints, &ai))
+		return -1;
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	*len = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+int snapnet_listen(const struct apus_config *cfg, int node, char *err, size_t errlen)
+{
+	const char *netns = cfg->nodes[node].netns;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int home = -1, fd = -1, one = 1;
+
+	if (node_sockaddr(cfg, node, &ss, &len)) {
+		snprintf(err, errlen, "node %d's address %s is not numeric", node,
+			 cfg->nodes[node].address);
+		return -1;
+	}
+	/* Listen where the node's address lives; the guard itself stays here. */
+	if (netns[0]) {
+		home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+		if (home < 0 || cli_enter_netns(netns) < 0) {
+			snprintf(err, errlen, "cannot enter network namespace %s: %s", netns,
+				 strerror(errno));
+			if (home >= 0)
+				close(home);
+			return -1;
+		}
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 4)) {
+		snprintf(err, errlen, "cannot listen on %s:%d: %s", cfg->nodes[node].address,
+			 cfg->nodes[node].guard_port, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	if (home >= 0) {
+		setns(home, CLONE_NEWNET);
+		close(home);
+	}
+	return fd;
+}
+
+static void refuse(int fd, const char *why)
+{
+	struct reply r = { .status = 1, .msglen = (uint32_t)strlen(why) };
+
+	if (!send_all(fd, &r, sizeof(r)))
+		send_all(fd, why, r.msglen);
+}
+
+static int send_file(int fd, const char *path, uint64_t bytes)
+{
+	char buf[1 << 16];
+	int in = open(path, O_RDONLY | O_CLOEXEC);
+	int rc = 0;
+
+	if (in < 0)
+		return -1;
+	while (bytes && !rc) {
+		ssize_t n = read(in, buf, bytes < sizeof(buf) ? bytes : sizeof(buf));
+		if (n <= 0 || send_all(fd, buf, (size_t)n))
+			rc = -1;
+		else
+			bytes -= (uint64_t)n;
+	}
+	close(in);
+	return rc;
+}
+
+/* One request, on the accepted connection FD. */
+static void serve_one(const struct apus_config *cfg, int self, int fd,
+		      void (*log)(const char *))
+{
+	struct admit_key key;
+	struct hello h;
+	struct guard_proof gp;
+	uint8_t mac[ADMIT_MAC_LEN];
+	struct held_snapshot held;
+	char err[600], line[800], path[PATH_MAX];
+	uint64_t applied;
+
+	set_timeouts(fd);
+	if (recv_all(fd, &h, sizeof(h)) || memcmp(h.magic, SNAP_MAGIC, 8) ||
+	    h.version != SNAP_VERSION || h.node >= (uint32_t)cfg->nnodes || h.node == (uint32_t)self)
+		return;
+	if (admit_key_load(cfg->nodes[self].secret_file, &key, err, sizeof(err)) < 0) {
+		snprintf(line, sizeof(line), "cannot serve a snapshot: %s", err);
+		log(line);
+		return;
+	}
+	if (admit_nonce(gp.nonce))
+		return;
+	admit_mac(&key, "apus-snapshot-guard", (uint32_t)self, h.node, h.nonce, sizeof(h.nonce),
+		  gp.nonce, sizeof(gp.nonce), gp.mac);
+	if (send_all(fd, &gp, sizeof(gp)) || recv_all(fd, mac, sizeof(mac)))
+		return;
+	if (admit_verify(&key, "apus-snapshot-client", h.node, (uint32_t)self, gp.nonce,
+			 sizeof(gp.nonce), h.nonce, sizeof(h.nonce), mac)) {
+		log("refused a snapshot request: the client does not know the cluster key");
+		return;
+	}
+	if (!rebuild_source_ok(cfg, self, &applied)) {
+		snprintf(err, sizeof(err), "node %d is not a live backup synced to its leader", self);
+		refuse(fd, err);
+		return;
+	}
+	config_node_path(cfg, self, "apus.rebuild.log", path, sizeof(path));
+	if (snapshot_hold(cfg, self, path, &held, err, sizeof(err))) {
+		refuse(fd, err);
+		snprintf(line, sizeof(line), "snapshot for node %u failed: %s", h.node, err);
+		log(line);
+		return;
+	}
+	struct reply r = { .status = 0, .m = { held.index, held.log_pos, held.view, held.bytes } };
+	int sent = !send_all(fd, &r, sizeof(r)) && !send_file(fd, held.path, held.bytes);
+	if (sent) {
+		/* Held until node h.node joined (a byte), hung up, or the time is up. */
+		struct pollfd p = { fd, POLLIN, 0 };
+		char b;
+		if (poll(&p, 1, DONE_TIMEOUT_MS) > 0)
+			(void)!recv(fd, &b, 1, 0);
+	}
+	uint64_t ms = snapshot_release(&held);
+	snprintf(line, sizeof(line), "%s node %u the snapshot of entry %llu (%.1f MB); held %llu ms",
+		 sent ? "sent" : "failed to send", h.node, (unsigned long long)held.index,
+		 held.bytes / 1e6, (unsigned long long)ms);
+	log(line);
+}
+
+void snapnet_serve(const struct apus_config *cfg, int node, int lfd, void (*log)(const char *))
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+
+		if (fd < 0)
+			return;
+		serve_one(cfg, node, fd, log);
+		close(fd);
+	}
+}
+
+/* Receives BYTES into DST (aside, then renamed). */
+static int recv_file(int fd, const char *dst, uint64_t bytes)
+{
+	char buf[1 << 16], tmp[PATH_MAX + 8];
+	int out, rc = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
+	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (out < 0)
+		return -1;
+	while (bytes && !rc) {
+		size_t want = bytes < sizeof(buf) ? bytes : sizeof(buf);
+		if (recv_all(fd, buf, want) || write(out, buf, want) != (ssize_t)want)
+			rc = -1;
+		else
+			bytes -= want;
+	}
+	if (fsync(out))
+		rc = -1;
+	if (close(out))
+		rc = -1;
+	if (!rc && rename(tmp, dst))
+		rc = -1;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+int snapnet_fetch(const struct apus_config *cfg, int node, int from, const char *dst,
+		  struct snap_meta *m, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	struct admit_key key;
+	struct hello h = { .version = SNAP_VERSION, .node = (uint32_t)node };
+	struct guard_proof gp;
+	struct reply r;
+	uint8_t mac[ADMIT_MAC_LEN];
+	char why[600];
+	int fd;
+
+	if (admit_key_load(cfg->nodes[node].secret_file, &key, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "%s", why);
+		return -1;
+	}
+	if (node_sockaddr(cfg, from, &ss, &len) || admit_nonce(h.nonce)) {
+		snprintf(err, errlen, "node %d's address %s is not numeric", from,
+			 cfg->nodes[from].address);
+		return -1;
+	}
+	memcpy(h.magic, SNAP_MAGIC, 8);
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	set_timeouts(fd);
+	if (connect(fd, (struct sockaddr *)&ss, len)) {
+		snprintf(err, errlen, "cannot reach node %d's guard at %s:%d: %s", from,
+			 cfg->nodes[from].address, cfg->nodes[from].guard_port, strerror(errno));
+		goto fail;
+	}
+	if (send_all(fd, &h, sizeof(h)) || recv_all(fd, &gp, sizeof(gp)))
+		goto lost;
+	/* Our proof goes first, so a guard with another key logs the refusal. */
+	admit_mac(&key, "apus-snapshot-client", (uint32_t)node, (uint32_t)from, gp.nonce,
+		  sizeof(gp.nonce), h.nonce, sizeof(h.nonce), mac);
+	if (send_all(fd, mac, sizeof(mac)))
+		goto lost;
+	if (admit_verify(&key, "apus-snapshot-guard", (uint32_t)from, (uint32_t)node, h.nonce,
+			 sizeof(h.nonce), gp.nonce, sizeof(gp.nonce), gp.mac)) {
+		snprintf(err, errlen, "node %d's guard does not share the cluster key of %s", from,
+			 cfg->nodes[node].secret_file);
+		goto fail;
+	}
+	if (recv_all(fd, &r, sizeof(r)))
+		goto lost;
+	if (r.status) {
+		size_t l = r.msglen < sizeof(why) - 1 ? r.msglen : sizeof(why) - 1;
+		if (recv_all(fd, why, l))
+			l = 0;
+		why[l] = '\0';
+		snprintf(err, errlen, "node %d's guard: %s", from, l ? why : "refused");
+		goto fail;
+	}
+	if (recv_file(fd, dst, r.m.bytes)) {
+		snprintf(err, errlen, "receiving node %d's snapshot into %s failed: %s", from, dst,
+			 strerror(errno));
+		goto fail;
+	}
+	*m = r.m;
+	return fd;
+lost:
+	snprintf(err, errlen, "node %d's guard at %s:%d hung up (%s)", from,
+		 cfg->nodes[from].address, cfg->nodes[from].guard_port, strerror(errno));
+fail:
+	close(fd);
+	return -1;
+}
+
+void snapnet_done(int fd)
+{
+	char b = 1;
+
+	send_all(fd, &b, 1);
+	close(fd);
+}
