@@ -95,7 +95,8 @@ status() {
 }
 
 # A namespaced config for hosts without namespaces: 127.0.0.1 everywhere,
-# so each node gets app_port+1+i and peer_port+1+i of the first node's.
+# so each node gets app_port+1+i, peer_port+1+i and guard_port+1+i of
+# the first node's.
 loopback() {
 	local conf=${1:?usage: netns.sh loopback CONF}
 	[ -r "$conf" ] || die "cannot read $conf"
@@ -104,6 +105,7 @@ loopback() {
 		/^[[:space:]]*\[node / { node++ }
 		/^[[:space:]]*app_port[[:space:]]*=/ { if (!app) app = val($0); if (node) next }
 		/^[[:space:]]*peer_port[[:space:]]*=/ { if (!peer) peer = val($0); if (node) next }
+		/^[[:space:]]*guard_port[[:space:]]*=/ { if (!gport) gport = val($0); if (node) next }
 		{ lines[++n] = $0; sect[n] = node }
 		END {
 			for (i = 1; i <= n; i++) {
@@ -114,6 +116,7 @@ loopback() {
 				if (l ~ /^[[:space:]]*\[node /) {
 					print "app_port = " app + sect[i]
 					if (peer) print "peer_port = " peer + sect[i]
+					if (gport) print "guard_port = " gport + sect[i]
 				}
 			}
 		}' "$conf"
