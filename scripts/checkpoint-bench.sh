@@ -7,8 +7,7 @@
 #     PING and until its DEBUG DIGEST equals the leader's;
 #   - leader throughput (redis-benchmark SET, 50 clients) with no
 #     checkpoint running, and while a backup is checkpointed back to back,
-#     and with that backup merely frozen (SIGSTOP: what the dump's freeze
-#     costs without its CPU), interleaved ROUNDS times; ratios of medians;
+#     interleaved ROUNDS times; the ratio of the medians;
 #   - apus rebuild of another backup (data directory deleted) from the
 #     first: snapshot size, how long the peer was held, total time.
 #
@@ -64,7 +63,7 @@ tput() { # one redis-benchmark SET run against the leader: requests per second
 	redis-benchmark -p 7451 -c 50 -n 200000 -t set -r 100000 -d 64 -q 2>/dev/null |
 		tr '\r' '\n' | sed -n 's/^SET: \([0-9.]*\) requests per second.*/\1/p' | tail -n 1
 }
-quiet=() busy=() frozen=()
+quiet=() busy=()
 for ((r = 0; r < rounds; r++)); do
 	quiet+=("$(tput)")
 	touch "$work/busy"
@@ -74,17 +73,10 @@ for ((r = 0; r < rounds; r++)); do
 	# The checkpoint under way finishes (a killed one would leave its dump behind).
 	rm -f "$work/busy"
 	wait "$loop" 2>/dev/null || true
-	# What a dump costs the leader without any of its CPU: backup 1 frozen
-	# (SIGSTOP) for the whole run, as criu freezes it during a dump.
-	kill -STOP "$(cat "$work/node1/apus.pid")"
-	frozen+=("$(tput)")
-	kill -CONT "$(cat "$work/node1/apus.pid")"
-	until [ "$(redis-cli -s "$(sock 1)" DBSIZE)" = "$(redis-cli -s "$(sock 0)" DBSIZE)" ]; do sleep 0.2; done
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 mq=$(median "${quiet[@]}")
 mb=$(median "${busy[@]}")
-mf=$(median "${frozen[@]}")
 
 # Rebuilding backup 2 from backup 1's snapshot (data directory deleted).
 "$apus" stop --config "$conf" --node 2 >/dev/null
@@ -100,7 +92,5 @@ echo
 echo "leader SET throughput, 50 clients: no checkpoint ${quiet[*]} (median $mq) req/s;"
 echo "backup checkpointed back to back ${busy[*]} (median $mb) req/s;"
 awk -v a="$mb" -v b="$mq" 'BEGIN { printf "ratio during/before: %.1f%%\n", 100 * a / b }'
-echo "backup 1 frozen (SIGSTOP) ${frozen[*]} (median $mf) req/s;"
-awk -v a="$mf" -v b="$mq" 'BEGIN { printf "ratio frozen/before: %.1f%%\n", 100 * a / b }'
 echo
 echo "apus rebuild of node 2 from node 1: $rb"
