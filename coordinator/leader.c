@@ -516,8 +516,9 @@ void leader_run(struct node *n, int takeover)
 		if (serving)
 			__atomic_store_n(&n->applied, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE),
 					 __ATOMIC_RELAXED);
-		n->ctl->status.log_pos = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
-		n->ctl->status.reclaim_pos = leader_reclaim_pos(n, n->tail);
+		uint64_t tail = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
+		n->ctl->status.log_pos = tail;
+		n->ctl->status.reclaim_pos = leader_reclaim_pos(n, tail);
 		/* Ready to serve once a majority (counting us) receives entries
 		 * and our server is up to date; later peers join when they can. */
 		n->ctl->status.ready =
