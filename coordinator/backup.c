@@ -170,7 +170,6 @@ static void take_sync(struct backup *b)
 		return;
 	}
 	n->ctl->status.behind = 0;
-	n->ctl->status.synced = 1;
 	b->synced = 1;
 	b->agreed_ns = now_ns();
 	b->sync_from = from;

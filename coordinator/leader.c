@@ -253,16 +253,16 @@ static void space_idle(struct node *n)
  * bigger than half the log waits entry by entry, holding the lock. */
 static void leader_reserve(struct node *n, size_t len)
 {
+	/* Its entries, split as leader_submit does, plus the gap a wrap may leave. */
 	uint64_t need = entry_size(len < n->cfg.max_entry ? (uint32_t)len : n->cfg.max_entry);
+	size_t done = 0;
 
-	for (size_t done = 0; done < len || !done;) {
+	do {
 		uint32_t chunk = len - done > n->cfg.max_entry ? n->cfg.max_entry
 							       : (uint32_t)(len - done);
 		need += entry_size(chunk);
 		done += chunk;
-		if (!chunk)
-			break;
-	}
+	} while (done < len);
 	if (need > n->log_size / 2)
 		return;
 	while (!space_free(n, n->tail + need)) {

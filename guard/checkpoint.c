@@ -431,10 +431,7 @@ static int copy_data(const char *src, const char *dst, const char *skip, int pri
 
 /* --- take --- */
 
-static void say(void (*progress)(const char *), const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void say(void (*progress)(const char *), const char *fmt, ...)
+void ckpt_say(void (*progress)(const char *), const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
@@ -503,7 +500,7 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 		region_unmap_ctl(ctl);
 		return -1;
 	}
-	say(progress, "holding node %d at its next entry", node);
+	ckpt_say(progress, "holding node %d at its next entry", node);
 	req = ckpt_hold(ctl, node, err, errlen);
 	if (!req) {
 		region_unmap_ctl(ctl);
@@ -524,7 +521,7 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 		store64(&ctl->ckpt.release, req);
 		goto fail;
 	}
-	say(progress, "dumping pid %d at entry %llu (criu, left running)", (int)c.pid,
+	ckpt_say(progress, "dumping pid %d at entry %llu (criu, left running)", (int)c.pid,
 	    (unsigned long long)c.index);
 	snprintf(pidarg, sizeof(pidarg), "%d", (int)c.pid);
 	char *dump[] = { (char *)criu_binary(), "dump", "-t", pidarg, "-D", img, "--leave-running",
@@ -543,13 +540,13 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 		       node, rc == 127 ? "criu not found" : line);
 		goto fail;
 	}
-	say(progress, "dumped in %llu ms; copying the data directory",
+	ckpt_say(progress, "dumped in %llu ms; copying the data directory",
 	    (unsigned long long)c.dump_ms);
 	if (copy_data(cfg->nodes[node].data_dir, data, cfg->snapshot_file, RUN_BACKGROUND)) {
 		seterr(err, errlen, "copying %s failed", cfg->nodes[node].data_dir);
 		goto fail;
 	}
-	say(progress, "checksumming");
+	ckpt_say(progress, "checksumming");
 	snprintf(sums, sizeof(sums), "%s/SHA256SUMS", tmp);
 	if (write_sums(tmp, sums, &c.image_bytes, &c.data_bytes) || meta_write(&c, tmp)) {
 		seterr(err, errlen, "cannot write the checksums and meta of %s", tmp);

@@ -43,6 +43,10 @@ int criu_usable(char *why, size_t len);
 enum { RUN_NOW = 0, RUN_BACKGROUND = 1 };
 int ckpt_run(char *const argv[], const char *netns, const char *log, int prio);
 
+/* One progress line, formatted, to PROGRESS (nothing when NULL). */
+void ckpt_say(void (*progress)(const char *), const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* Asks NODE (whose control page is CTL) to hold execution; returns the
  * request number with CTL's checkpoint words idx, pos, view and drained
  * valid, or 0 with ERR set.  Store it into ckpt.release to let it go. */

@@ -86,6 +86,31 @@ static void warn_line(const char *msg)
 	cli_error("%s", msg);
 }
 
+/* Takes --NAME V, --NAME=V or -S V out of ARGV (the last one counts):
+ * returns V or NULL; the other arguments go to REST (NULL-terminated, at
+ * most 63), their count to *N. */
+static const char *own_option(int argc, char **argv, const char *name, char shrt,
+			      char **rest, int *n)
+{
+	const char *v = NULL;
+	char s[3] = { '-', shrt, '\0' };
+	size_t len = strlen(name);
+
+	*n = 0;
+	for (int i = 0; i < argc && *n < 63; i++) {
+		const char *a = argv[i];
+
+		if (i + 1 < argc && (!strcmp(a, s) || (!strncmp(a, "--", 2) && !strcmp(a + 2, name))))
+			v = argv[++i];
+		else if (!strncmp(a, "--", 2) && !strncmp(a + 2, name, len) && a[2 + len] == '=')
+			v = a + 3 + len;
+		else
+			rest[(*n)++] = argv[i];
+	}
+	rest[*n] = NULL;
+	return v;
+}
+
 static int need_node(const struct cli *c, const char *cmd)
 {
 	if (c->node >= 0)
@@ -191,15 +216,7 @@ int cmd_restore(int argc, char **argv)
 	int n = 0, rc;
 
 	/* --checkpoint is this command's own; the rest are the common ones. */
-	for (int i = 0; i < argc && n < 63; i++) {
-		if ((!strcmp(argv[i], "--checkpoint") || !strcmp(argv[i], "-k")) && i + 1 < argc)
-			id = argv[++i];
-		else if (!strncmp(argv[i], "--checkpoint=", 13))
-			id = argv[i] + 13;
-		else
-			rest[n++] = argv[i];
-	}
-	rest[n] = NULL;
+	id = own_option(argc, argv, "checkpoint", 'k', rest, &n);
 	rc = cli_parse(&c, "restore", usage_restore, n, rest);
 	if (rc)
 		return rc > 0 ? 0 : 2;
@@ -222,26 +239,16 @@ int cmd_rebuild(int argc, char **argv)
 	int n = 0, from = -1, rc;
 
 	/* --from is this command's own; the rest are the common ones. */
-	for (int i = 0; i < argc && n < 63; i++) {
-		const char *v = NULL;
-
-		if ((!strcmp(argv[i], "--from") || !strcmp(argv[i], "-f")) && i + 1 < argc)
-			v = argv[++i];
-		else if (!strncmp(argv[i], "--from=", 7))
-			v = argv[i] + 7;
-		else
-			rest[n++] = argv[i];
-		if (v) {
-			char *end;
-			long m = strtol(v, &end, 10);
-			if (!*v || *end || m < 0 || m >= APUS_MAX_NODES) {
-				cli_error("rebuild: --from wants a node number, not '%s'", v);
-				return 2;
-			}
-			from = (int)m;
+	const char *v = own_option(argc, argv, "from", 'f', rest, &n);
+	if (v) {
+		char *end;
+		long m = strtol(v, &end, 10);
+		if (!*v || *end || m < 0 || m >= APUS_MAX_NODES) {
+			cli_error("rebuild: --from wants a node number, not '%s'", v);
+			return 2;
 		}
+		from = (int)m;
 	}
-	rest[n] = NULL;
 	rc = cli_parse(&c, "rebuild", usage_rebuild, n, rest);
 	if (rc)
 		return rc > 0 ? 0 : 2;

@@ -82,14 +82,6 @@ static void glog_warn(const char *msg)
 	glog("%s", msg);
 }
 
-static uint64_t mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec;
-}
-
 pid_t cli_guard_pid(const struct apus_config *cfg, int node)
 {
 	return cli_pidfile_pid(cfg, node, GUARD_PIDFILE);
@@ -138,7 +130,7 @@ static void take_checkpoint(struct guard *g)
 /* Whether another restart fits in the budget of RESTARTS_PER_MINUTE. */
 static int may_restart(struct guard *g)
 {
-	uint64_t now = mono_s();
+	uint64_t now = cli_mono_ms() / 1000;
 	int oldest = 0;
 
 	for (int i = 1; i < RESTARTS_PER_MINUTE; i++)

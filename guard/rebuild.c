@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,22 +20,7 @@
  * peer's hold ends at 30 s by itself (coordinator/checkpoint.c). */
 #define JOIN_TIMEOUT_MS 25000
 
-static void step(void (*progress)(const char *), const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void step(void (*progress)(const char *), const char *fmt, ...)
-{
-	char line[512];
-	va_list ap;
-
-	if (!progress)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	progress(line);
-}
-
+/* A live backup synced to its leader and not left behind. */
 int rebuild_source_ok(const struct apus_config *cfg, int k, uint64_t *applied)
 {
 	pid_t pid = cli_node_pid(cfg, k);
@@ -329,7 +313,7 @@ int node_rebuild(const struct apus_config *cfg, int node, int from, const char *
 	/* The first peer that can give its snapshot gives it. */
 	for (int i = 0; i < ncand; i++) {
 		r.from = cand[i];
-		step(progress, "holding node %d at its next entry for a snapshot of its server%s",
+		ckpt_say(progress, "holding node %d at its next entry for a snapshot of its server%s",
 		     r.from, cfg->nodes[r.from].guard_port ? " (through its guard)" : "");
 		held = cli_mono_ms();
 		if (!get_snapshot(cfg, node, r.from, log, &r, &fd, &h, err, errlen))
@@ -340,9 +324,9 @@ int node_rebuild(const struct apus_config *cfg, int node, int from, const char *
 		snapshot_release(&h);
 		if (i + 1 == ncand)
 			return -1;
-		step(progress, "node %d: %s", r.from, err);
+		ckpt_say(progress, "node %d: %s", r.from, err);
 	}
-	step(progress, "node %d holds at entry %llu; copied %.1f MB; starting node %d from entry %llu",
+	ckpt_say(progress, "node %d holds at entry %llu; copied %.1f MB; starting node %d from entry %llu",
 	     r.from, (unsigned long long)r.index, r.snapshot_bytes / 1e6, node,
 	     (unsigned long long)r.index + 1);
 	r.pid = cli_spawn_node(cfg, node, lib);

@@ -27,15 +27,6 @@ function teardown() {
 	OWN_CONF=
 }
 
-# load_leader COUNT PREFIX - COUNT SETs and INCRs on the leader, pipelined.
-function load_leader() {
-	local i
-	for ((i = 0; i < $1; i++)); do
-		echo "SET $2:$i value-$i"
-		echo "INCR $2:ctr"
-	done | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
-}
-
 # checkpoint NODE - apus checkpoint; prints its id.
 function checkpoint() {
 	local out

@@ -424,6 +424,16 @@ function wait_equal_on_all() {
 	wait_equal_on_all_of "$(conf_nodes "$CONF" | tr '\n' ' ')" "$@"
 }
 
+# load_leader COUNT PREFIX - COUNT SETs of PREFIX:i and as many INCRs of
+# PREFIX:ctr on the leader, pipelined.
+function load_leader() {
+	local i
+	for ((i = 0; i < $1; i++)); do
+		echo "SET $2:$i value-$i"
+		echo "INCR $2:ctr"
+	done | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
+}
+
 # bench ARGS... - redis-benchmark against the leader; fails on any error.
 function bench() {
 	local port out rc=0

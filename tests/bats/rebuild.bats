@@ -24,15 +24,6 @@ function own_cluster() {
 	retry 50 0.2 leader_port "$CONF" >/dev/null || fail "no leader after the start"
 }
 
-# writes COUNT PREFIX - COUNT SETs and one INCR each on the leader, pipelined.
-function writes() {
-	local i
-	for ((i = 0; i < $1; i++)); do
-		echo "SET $2:$i value-$i"
-		echo "INCR $2:ctr"
-	done | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
-}
-
 # rebuild NODE [ARGS...] - apus rebuild; fails the test if it fails.
 function rebuild() {
 	local node=$1
@@ -47,10 +38,10 @@ function rebuild() {
 	local victim dir from
 	victim=$(backups | tail -n 1)
 	dir=$(data_dir "$victim")
-	writes 2000 before
+	load_leader 2000 before
 	"$APUS" stop --config "$CONF" --node "$victim" >/dev/null 3>&- || fail "apus stop --node $victim failed"
 	rm -rf "$dir"
-	writes 1000 while_gone
+	load_leader 1000 while_gone
 	rebuild "$victim"
 	[[ "$output" == *"node $victim rebuilt from node "*"joined its leader"* ]] || fail "unexpected: $output"
 	from=$(sed -n 's/.*rebuilt from node \([0-9]*\).*/\1/p' <<<"$output")
@@ -58,7 +49,7 @@ function rebuild() {
 		fail "node $from's guard did not serve it: $(cat "$(data_dir "$from")/apus.guard.log")"
 	[ -f "$dir/apus.seed" ] || fail "no apus.seed in the rebuilt data directory"
 	[ -n "$(cat "$dir/apus.guard.pid" 2>/dev/null)" ] || fail "apus rebuild did not start the node's guard"
-	writes 500 after
+	load_leader 500 after
 	wait_digests_equal "$CONF" 60
 	assert_eq "$(admin "$victim" GET after:ctr)" 500 "a counter written after the rebuild, on the rebuilt node"
 	assert_eq "$(admin "$victim" GET before:ctr)" 2000 "a counter written before the loss, on the rebuilt node"
@@ -91,12 +82,12 @@ function rebuild() {
 	local victim pid
 	victim=$(backups | tail -n 1)
 	pid=$(redis_pid "$victim")
-	writes 500 before
+	load_leader 500 before
 	# shm it stays synced.  Kill it instead and restart it afresh later.
 	kill -KILL "$pid"
 	wait_pids_gone 5 "$pid" || fail "node $victim did not die"
 	# Far more than the 1 MB log while it is down: the leader must not stall.
-	writes 20000 while_down
+	load_leader 20000 while_down
 	run "$APUS" start --config "$CONF" --node "$victim" 3>&-
 	echo "$output"
 	retry 50 0.2 bash -c "'$APUS' status --config '$CONF' --json 3>&- | grep -q '\"needs_rebuild\":true'" ||
@@ -106,7 +97,7 @@ function rebuild() {
 	grep -q "must be rebuilt from a peer" "$(data_dir "$victim")/apus.log" || fail "its log does not say it"
 	"$APUS" stop --config "$CONF" --node "$victim" >/dev/null 3>&-
 	rebuild "$victim"
-	writes 100 after
+	load_leader 100 after
 	wait_digests_equal "$CONF" 60
 	assert_eq "$(admin "$victim" GET while_down:ctr)" 20000 "a counter written while it was down"
 }
@@ -147,7 +138,7 @@ function rebuild() {
 	cat "$gl"
 	grep -q "died as a backup: restored from checkpoint" "$gl" || grep -q "rebuilt from node" "$gl" ||
 		fail "the guard neither restored nor rebuilt node $victim"
-	writes 100 after
+	load_leader 100 after
 	wait_digests_equal "$CONF" 90
 	assert_eq "$(admin "$victim" GET after:ctr)" 100 "a counter written after it came back"
 }
@@ -158,7 +149,7 @@ function rebuild() {
 	victim=$(backups | tail -n 1)
 	from=$(backups | head -n 1)
 	"$APUS" stop --config "$CONF" --node "$victim" >/dev/null 3>&- || fail "apus stop failed"
-	writes 300 before
+	load_leader 300 before
 	# The node being rebuilt gets a key file of its own, with a wrong key.
 	printf '%064d\n' 7 >"$BATS_TEST_TMPDIR/wrong.key"
 	chmod 600 "$BATS_TEST_TMPDIR/wrong.key"
