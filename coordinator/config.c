@@ -163,6 +163,8 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_name(p, k, v, commit_wait_names, 2, &c->commit_wait);
 	if (!strcmp(k, "checker"))
 		return parse_name(p, k, v, on_off_names, 2, &c->checker);
+	if (!strcmp(k, "read_ahead"))
+		return parse_name(p, k, v, on_off_names, 2, &c->read_ahead);
 	if (!strcmp(k, "divergence"))
 		return parse_name(p, k, v, divergence_names, 2, &c->divergence);
 	if (!strcmp(k, "fsync_interval_ms"))
@@ -267,6 +269,7 @@ static void set_defaults(struct apus_config *c)
 	c->fsync = FSYNC_BATCH;
 	c->fsync_interval_ms = 50;
 	c->checker = 1;
+	c->read_ahead = 1;
 	c->heartbeat_ms = 10;
 	c->start_timeout_ms = 15000;
 	c->checkpoint_keep = 3;

@@ -4,6 +4,7 @@
  *   log_size = 64M            max_entry = 64K
  *   fsync = none|batch|always fsync_interval_ms = 50
  *   commit_wait = read|reply  checker = on|off  divergence = report|unhealthy
+ *   read_ahead = on|off       (leader: one commit wait per event-loop pass)
  *   heartbeat_ms = 10         suspect_ms = 10 x heartbeat_ms
  *   start_timeout_ms = 15000
  *   app_cmd = redis-server --port {port} ...
@@ -58,6 +59,7 @@ struct apus_config {
 	int fsync_interval_ms;
 	int commit_wait;
 	int checker;		/* hash and compare output (default on) */
+	int read_ahead;		/* leader, commit_wait read: batch a pass's reads (default on) */
 	int divergence;		/* enum divergence_policy */
 	int heartbeat_ms;
 	int suspect_ms;		/* a backup suspects a leader silent this long */

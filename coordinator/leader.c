@@ -337,7 +337,7 @@ static int entry_committed(struct node *n, uint64_t arg)
  * and sets *LAST_POS to its position. */
 static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
 			      const struct iovec *iov, int iovcnt, size_t len, struct viewstamp *vs,
-			      uint64_t *last_pos)
+			      uint64_t *last_pos, int ring)
 {
 	struct entry_meta m = { .view = n->view, .conn = conn, .type = (uint16_t)type,
 				.node = (uint8_t)n->self };
@@ -357,7 +357,7 @@ static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
 	} while (done < len);
 	pthread_mutex_unlock(&n->lock);
 
-	for (int k = 0; k < n->cfg.nnodes; k++)
+	for (int k = 0; ring && k < n->cfg.nnodes; k++)
 		if (k != n->self && peer_synced(n, k))
 			n->ops->ring(n->tp, k);
 	uint64_t cur = __atomic_load_n(&n->self_acked, __ATOMIC_ACQUIRE);
@@ -375,10 +375,27 @@ int node_propose(struct node *n, int type, struct viewstamp conn, const struct i
 
 	if (!node_serving(n))
 		return -EPERM;
-	last_idx = leader_submit(n, type, conn, iov, iovcnt, len, vs, &last_pos);
+	last_idx = leader_submit(n, type, conn, iov, iovcnt, len, vs, &last_pos, 1);
 	if (n->cfg.commit_wait == COMMIT_WAIT_REPLY)
 		return 0;	/* node_wait_output() waits before the reply leaves */
 
+	struct entry_wait w = { last_idx,
+				(const struct entry_hdr *)(n->log + last_pos % n->log_size) };
+	return leader_wait(n, entry_committed, (uint64_t)(uintptr_t)&w, NULL);
+}
+
+int node_propose_batch(struct node *n, const struct proposal *p, int count)
+{
+	uint64_t last_pos = 0, last_idx = 0;
+
+	if (!node_serving(n))
+		return -EPERM;
+	for (int i = 0; i < count; i++)
+		last_idx = leader_submit(n, p[i].type, p[i].conn, p[i].iov, p[i].iovcnt, p[i].len,
+					 NULL, &last_pos, i == count - 1);
+	if (!count || n->cfg.commit_wait == COMMIT_WAIT_REPLY)
+		return 0;
+	/* Backups ack in log order: the last entry's commit commits all. */
 	struct entry_wait w = { last_idx,
 				(const struct entry_hdr *)(n->log + last_pos % n->log_size) };
 	return leader_wait(n, entry_committed, (uint64_t)(uintptr_t)&w, NULL);
@@ -391,7 +408,7 @@ int node_record(struct node *n, int type, const void *data, size_t len)
 
 	if (!node_serving(n))
 		return -EPERM;
-	leader_submit(n, type, (struct viewstamp){ 0, 0 }, &iov, 1, len, NULL, &last_pos);
+	leader_submit(n, type, (struct viewstamp){ 0, 0 }, &iov, 1, len, NULL, &last_pos, 1);
 	return 0;
 }
 
@@ -436,7 +453,7 @@ static void leader_takeover(struct node *n)
 	if (__atomic_load_n(&n->commit, __ATOMIC_RELAXED) < n->exec_idx - 1)
 		__atomic_store_n(&n->commit, n->exec_idx - 1, __ATOMIC_RELEASE);
 	uint64_t last_pos;
-	leader_submit(n, ENTRY_NOOP, (struct viewstamp){ 0, 0 }, NULL, 0, 0, NULL, &last_pos);
+	leader_submit(n, ENTRY_NOOP, (struct viewstamp){ 0, 0 }, NULL, 0, 0, NULL, &last_pos, 1);
 	pr_info("leading view %llu: log ends at entry %llu of view %llu; executing it before serving",
 		(unsigned long long)n->view, (unsigned long long)li, (unsigned long long)lv);
 }

@@ -93,6 +93,20 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 int node_propose(struct node *n, int type, struct viewstamp conn,
 		 const struct iovec *iov, int iovcnt, size_t len, struct viewstamp *vs);
 
+/* One event of a batch for node_propose_batch. */
+struct proposal {
+	int type;
+	struct viewstamp conn;
+	const struct iovec *iov;
+	int iovcnt;
+	size_t len;
+};
+
+/* Leader: replicates COUNT events (never ACCEPTs) in this order, ringing
+ * the backups once, and returns once a majority holds all of them (with
+ * commit_wait = reply: at once).  0 or -EPERM as node_propose. */
+int node_propose_batch(struct node *n, const struct proposal *p, int count);
+
 /* Leader: logs LEN bytes of DATA as an entry of TYPE without waiting for
  * it to commit (the checker's output checkpoints).  0 or -EPERM. */
 int node_record(struct node *n, int type, const void *data, size_t len);

@@ -207,8 +207,10 @@ static void on_diverge(void *arg, uint64_t offset, uint64_t leader_crc, uint64_t
 		(unsigned long long)offset, why);
 }
 
-/* Reads what the server wrote on C, feeding the output check. */
-static void conn_drain(struct replay *r, struct rconn *c)
+/* Reads what the server wrote on C, feeding the output check; with
+ * UNTIL_EMPTY, until the socket says it is empty, else until a short read
+ * (epoll reports the rest: one call per reply instead of two). */
+static void conn_drain(struct replay *r, struct rconn *c, int until_empty)
 {
 	for (;;) {
 		ssize_t k = recv(c->sock, r->drain_buf, sizeof(r->drain_buf), MSG_DONTWAIT);
@@ -216,6 +218,8 @@ static void conn_drain(struct replay *r, struct rconn *c)
 		if (k > 0) {
 			if (r->n->cfg.checker)
 				out_check_absorb(&c->chk, r->drain_buf, (size_t)k);
+			if (!until_empty && (size_t)k < sizeof(r->drain_buf))
+				return;
 			continue;
 		}
 		if (k < 0 && (errno == EAGAIN || errno == EINTR))
@@ -239,7 +243,7 @@ static void conn_unhash(struct replay *r, struct rconn *c)
 static void conn_free(struct replay *r, struct rconn *c)
 {
 	if (c->sock >= 0 && !c->eof && !c->dead)
-		conn_drain(r, c);
+		conn_drain(r, c, 1);
 	/* Only a complete output can be held against the leader's whole one. */
 	if (c->eof && r->n->cfg.checker)
 		out_check_finish(&c->chk);
@@ -369,7 +373,7 @@ static int exec_close(struct replay *r, const struct entry_hdr *e)
 		if (!c->dead && !c->eof && c->chk.out.off < last->offset) {
 			uint64_t now = now_ns();
 
-			conn_drain(r, c);
+			conn_drain(r, c, 1);
 			if (c->chk.out.off != r->seen_off) {	/* still writing */
 				r->seen_off = c->chk.out.off;
 				r->progress_ns = now;
@@ -478,7 +482,7 @@ static void drain(struct replay *r)
 	do {
 		n = epoll_wait(r->epfd, evs, 64, 0);
 		for (int i = 0; i < n; i++)
-			conn_drain(r, evs[i].data.ptr);
+			conn_drain(r, evs[i].data.ptr, 0);
 	} while (n == 64);
 }
 

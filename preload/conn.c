@@ -91,6 +91,7 @@ static int admit(int fd)
 		s->conn = vs;
 		s->closed_logged = 0;
 		s->out = (struct out_hash){ 0, 0 };
+		readahead_reset(s);
 		s->kind = FD_CLIENT;
 		return 0;
 	}
@@ -172,9 +173,13 @@ APUS_EXPORT int close(int fd)
 	struct fd_slot *s;
 
 	real_resolve();
+	if (shim_enter() && (s = fd_lookup(fd)) && s->ra_epoll)
+		__atomic_store_n(&s->ra_epoll, 0, __ATOMIC_RELEASE);	/* a set of the server's */
 	if (shim_enter() && (s = fd_lookup(fd)) && s->kind != FD_UNKNOWN) {
-		if (s->kind == FD_CLIENT)
+		if (s->kind == FD_CLIENT) {
+			readahead_forget(fd, s);
 			shim_log_close(s);
+		}
 		else if (s->kind == FD_REPLAY)
 			replay_tap_close(shim_node->replay, s->tap);
 		s->kind = FD_UNKNOWN;

@@ -25,6 +25,18 @@ struct fd_slot {
 	struct viewstamp conn;	/* FD_CLIENT: the connection's conn_vs */
 	struct replay_tap *tap;	/* FD_REPLAY */
 	struct out_hash out;	/* FD_CLIENT: what the server wrote to it so far */
+	/* FD_CLIENT on a leader reading ahead (readahead.c): */
+	int ep_set;		/* the epoll set watching it for input, plus 1 (0: none) */
+	uint32_t ep_events;	/* and what it registered there */
+	uint64_t ep_data;
+	char *ra_buf;		/* committed bytes read ahead, not yet consumed */
+	uint32_t ra_off, ra_len;
+	uint32_t ra_want;	/* what the server asked a read for last time */
+	int ra_err;		/* an error the read-ahead met, for the server's next read */
+	int ra_next;		/* the next fd in the order queue, -1 at its end */
+	int ra_queued;		/* in the order queue */
+	int ra_retry;		/* told EAGAIN to keep log order: report it ready */
+	int ra_epoll;		/* an epoll set of the server's that watches clients */
 };
 
 #define FD_CHUNK_BITS 12

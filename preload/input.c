@@ -54,6 +54,14 @@ static size_t gate(struct fd_slot *s, size_t want)
 
 #define IOV_CAP 64
 
+/* Leader: a read served from what readahead.c read and replicated ahead
+ * (or refused to keep log order).  Returns 1 with *RET set if so. */
+static int read_ahead(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt, int flags,
+		      ssize_t *ret)
+{
+	return s->kind == FD_CLIENT && readahead_take(fd, s, iov, iovcnt, flags & MSG_PEEK, ret);
+}
+
 /* Copies IOV into OUT truncated to CAP bytes; returns the number of entries. */
 static int iov_cap(const struct iovec *iov, int iovcnt, size_t cap, struct iovec *out)
 {
@@ -76,10 +84,14 @@ APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
 		return real.read(fd, buf, len);
+	struct iovec iov = { buf, len };
+	ssize_t n;
+	if (read_ahead(fd, s, &iov, 1, 0, &n))
+		return n;
 	size_t cap = gate(s, len);
 	if (len && !cap)
 		return -1;
-	struct iovec iov = { buf, cap };
+	iov.iov_len = cap;
 	return after_input(s, &iov, 1, real.read(fd, buf, cap));
 }
 
@@ -88,10 +100,13 @@ APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	struct iovec capped[IOV_CAP];
 	struct fd_slot *s;
 	size_t want, cap;
+	ssize_t n;
 
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
 		return real.readv(fd, iov, iovcnt);
+	if (read_ahead(fd, s, iov, iovcnt, 0, &n))
+		return n;
 	want = iov_total(iov, iovcnt);
 	if (!(cap = gate(s, want)) && want)
 		return -1;
@@ -106,15 +121,24 @@ APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct so
 			     socklen_t *alen)
 {
 	struct fd_slot *s;
+	struct iovec iov = { buf, len };
+	ssize_t n;
 
 	real_resolve();
+	if (!(s = shim_tracked(fd)))
+		return real.recvfrom(fd, buf, len, flags, addr, alen);
+	if (read_ahead(fd, s, &iov, 1, flags, &n)) {
+		if (n >= 0 && alen)
+			*alen = 0;	/* a stream socket names no sender */
+		return n;
+	}
 	/* A peek leaves the bytes in the socket: they count when really read. */
-	if (!(s = shim_tracked(fd)) || (flags & MSG_PEEK))
+	if (flags & MSG_PEEK)
 		return real.recvfrom(fd, buf, len, flags, addr, alen);
 	size_t cap = gate(s, len);
 	if (len && !cap)
 		return -1;
-	struct iovec iov = { buf, cap };
+	iov.iov_len = cap;
 	return after_input(s, &iov, 1, real.recvfrom(fd, buf, cap, flags, addr, alen));
 }
 
@@ -131,7 +155,17 @@ APUS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	ssize_t n;
 
 	real_resolve();
-	if (!(s = shim_tracked(fd)) || (flags & MSG_PEEK))
+	if (!(s = shim_tracked(fd)))
+		return real.recvmsg(fd, msg, flags);
+	if (read_ahead(fd, s, msg->msg_iov, (int)msg->msg_iovlen, flags, &n)) {
+		if (n >= 0) {
+			msg->msg_namelen = 0;
+			msg->msg_controllen = 0;
+			msg->msg_flags = 0;
+		}
+		return n;
+	}
+	if (flags & MSG_PEEK)
 		return real.recvmsg(fd, msg, flags);
 	want = iov_total(msg->msg_iov, (int)msg->msg_iovlen);
 	if (!(cap = gate(s, want)) && want)

@@ -27,6 +27,9 @@ static void resolve(void)
 	RESOLVE(close);
 	RESOLVE(shutdown);
 	RESOLVE(fork);
+	RESOLVE(epoll_ctl);
+	RESOLVE(epoll_wait);
+	RESOLVE(epoll_pwait);
 	__atomic_store_n(&real_resolved, 1, __ATOMIC_RELEASE);
 }
 

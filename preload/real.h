@@ -3,6 +3,8 @@
 #ifndef APUS_REAL_H
 #define APUS_REAL_H
 
+#include <signal.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -24,6 +26,9 @@ struct socket_calls {
 	int (*close)(int);
 	int (*shutdown)(int, int);
 	pid_t (*fork)(void);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
 };
 
 extern struct socket_calls real;

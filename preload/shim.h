@@ -42,6 +42,16 @@ static inline struct fd_slot *shim_tracked(int fd)
 	return s && s->kind >= FD_CLIENT ? s : 0;
 }
 
+/* Read-ahead (readahead.c).  A fresh client slot starts with none. */
+void readahead_reset(struct fd_slot *s);
+/* The server closes FD: what it never read of it is dropped. */
+void readahead_forget(int fd, struct fd_slot *s);
+/* Serves a read of FD from what was read ahead, or keeps log order.
+ * Returns 1 with *RET set when it handled the read, 0 when the read
+ * takes the ordinary path. */
+int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt, int peek,
+		   ssize_t *ret);
+
 /* Proposes the CLOSE of a leader's client connection, once. */
 void shim_log_close(struct fd_slot *s);
 

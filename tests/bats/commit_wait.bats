@@ -9,6 +9,9 @@ load helpers
 
 setup() {
 	requires redis
+	if [ -n "${APUS_TEST_NETNS:-}" ]; then
+		requires netns
+	fi
 }
 
 teardown() {

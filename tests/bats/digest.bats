@@ -36,6 +36,24 @@ function dbsize() {
 	wait_digests_equal "$CONF" 30
 }
 
+# Execution order matters here: every APPEND and RPUSH of 50 clients goes to
+# the same key, so a replica that ran two clients' commands in another
+# order than the leader ends with another value.  The APPENDs carry 20 KB,
+# more than Redis reads at once, so its reads of one client interleave with
+# the others' (the leader's read-ahead must still keep log order).
+@test "50 clients writing one key in turn: the same order on every replica" {
+	local big leader len
+	big=$(head -c 20000 /dev/zero | tr '\0' x)
+	bench -c 50 -n 3000 -r 1000000 RPUSH shared:list __rand_int__ >/dev/null
+	bench -c 50 -n 600 -r 1000000 APPEND shared:str "__rand_int__$big" >/dev/null
+	leader=$(leader_id)
+	assert_eq "$(admin "$leader" LLEN shared:list)" 3000 "LLEN on the leader"
+	len=$(admin "$leader" STRLEN shared:str)
+	[ "$len" -gt $((600 * 20000)) ] || fail "STRLEN $len on the leader"
+	wait_equal_on_all "$CONF" "$len" STRLEN shared:str
+	wait_digests_equal "$CONF" 30
+}
+
 @test "SELECT and MULTI/EXEC in one client session" {
 	local port
 	port=$(leader_port)

@@ -126,6 +126,7 @@ function make_conf() {
 		# failover in the middle of a test about something else would fail it.
 		echo "suspect_ms   = ${APUS_TEST_SUSPECT_MS:-300}"
 		echo "commit_wait  = ${APUS_TEST_COMMIT_WAIT:-read}"
+		echo "read_ahead   = ${APUS_TEST_READ_AHEAD:-on}"
 		# Tests kill nodes on purpose: no guard brings them back unless a
 		# test asks for one (guard.bats).
 		echo "guard        = ${APUS_TEST_GUARD:-off}"

@@ -1,0 +1,420 @@
+/* Read-ahead on the leader (commit_wait = read, read_ahead = on): one
+ * commit wait per event-loop pass instead of one per read().
+ *
+ * When epoll_wait() returns, the bytes waiting on every replicated client
+ * it reports readable are read at once and replicated as one batch (RECV
+ * entries in the order of the events, one ring of the backups, one wait
+ * for the last entry).  The server then reads them from here at no cost.
+ *
+ * Backups let their server consume input in log order only (replay
+ * turns), so the leader's server must consume in log order too: while
+ * read-ahead bytes wait, a read of any other client gets EAGAIN, and the
+ * next epoll_wait() reports that client ready again, as it reports the
+ * clients whose bytes still wait here (their sockets no longer hold them).
+ * Servers handle their events in the order epoll returns them (Redis,
+ * libevent), so this almost never happens.  A server that leaves read-ahead
+ * bytes unread for RA_STALL_NS may read the others: logged, as backups do
+ * after their own stall.
+ *
+ * Only events whose data is the fd (data.fd, as Redis and libevent
+ * register them) are recognised; other servers keep the per-read path. */
+#define LOG_PREFIX "shim: "
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../coordinator/clock.h"
+#include "../coordinator/logger.h"
+#include "shim.h"
+
+#define RA_DEFAULT_WANT 16384		/* before the server asked anything */
+#define RA_MAX_WANT (256 << 10)
+#define RA_BATCH 64			/* reads replicated per commit wait at most */
+#define RA_STALL_NS (200 * 1000000ULL)
+#define RETRY_CAP 1024
+
+static pthread_mutex_t ra_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Serialises batches, so the order queue is the log's order. */
+static pthread_mutex_t ra_fill_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The order queue: clients with read-ahead bytes, in log order. */
+static int q_head = -1, q_tail = -1;
+static uint64_t q_head_since;	/* when the head last changed */
+static int q_warned;
+
+/* Clients told EAGAIN to keep log order, to be reported ready again. */
+static int retry_fds[RETRY_CAP];
+static int nretry;
+
+static int active(void)
+{
+	struct node *n = shim_node;
+
+	return n && n->cfg.read_ahead && n->cfg.commit_wait == COMMIT_WAIT_READ &&
+	       node_serving(n);
+}
+
+/* --- The order queue (ra_lock held) --- */
+
+static void set_head(int fd)
+{
+	__atomic_store_n(&q_head, fd, __ATOMIC_RELEASE);
+	q_head_since = now_ns();
+	q_warned = 0;
+}
+
+static void q_push(int fd, struct fd_slot *s)
+{
+	s->ra_next = -1;
+	s->ra_queued = 1;
+	if (q_tail >= 0)
+		fd_lookup(q_tail)->ra_next = fd;
+	else
+		set_head(fd);
+	q_tail = fd;
+}
+
+static void q_unlink(int fd, struct fd_slot *s)
+{
+	int prev = -1, f = q_head;
+
+	if (!s->ra_queued)
+		return;
+	while (f >= 0 && f != fd) {
+		prev = f;
+		f = fd_lookup(f)->ra_next;
+	}
+	if (f == fd) {
+		if (prev < 0)
+			set_head(s->ra_next);
+		else
+			fd_lookup(prev)->ra_next = s->ra_next;
+		if (q_tail == fd)
+			q_tail = prev;
+	}
+	s->ra_queued = 0;
+	s->ra_next = -1;
+}
+
+static void drop_bytes(int fd, struct fd_slot *s)
+{
+	q_unlink(fd, s);
+	free(s->ra_buf);
+	s->ra_buf = NULL;
+	s->ra_off = s->ra_len = 0;
+}
+
+/* Whether the head has waited so long that order is given up for it. */
+static int head_stalled(void)
+{
+	if (q_head < 0 || now_ns() - q_head_since < RA_STALL_NS)
+		return 0;
+	if (!q_warned) {
+		q_warned = 1;
+		pr_warn("the server left read-ahead input of fd %d unread for %llu ms; letting it "
+			"read other clients first (replay order is no longer guaranteed for it)",
+			q_head, (unsigned long long)(RA_STALL_NS / 1000000));
+	}
+	return 1;
+}
+
+/* --- The server's reads --- */
+
+void readahead_reset(struct fd_slot *s)
+{
+	s->ep_set = 0;
+	s->ra_buf = NULL;
+	s->ra_off = s->ra_len = 0;
+	s->ra_want = 0;
+	s->ra_err = 0;
+	s->ra_next = -1;
+	s->ra_queued = 0;
+	s->ra_retry = 0;
+}
+
+void readahead_forget(int fd, struct fd_slot *s)
+{
+	pthread_mutex_lock(&ra_lock);
+	drop_bytes(fd, s);
+	s->ep_set = 0;
+	s->ra_retry = 0;
+	s->ra_err = 0;
+	pthread_mutex_unlock(&ra_lock);
+}
+
+static ssize_t copy_out(struct fd_slot *s, const struct iovec *iov, int iovcnt)
+{
+	size_t done = 0, left = s->ra_len - s->ra_off;
+
+	for (int i = 0; i < iovcnt && left; i++) {
+		size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
+		memcpy(iov[i].iov_base, s->ra_buf + s->ra_off + done, k);
+		done += k;
+		left -= k;
+	}
+	return (ssize_t)done;
+}
+
+int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt, int peek,
+		   ssize_t *ret)
+{
+	size_t want = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		want += iov[i].iov_len;
+	if (!peek && want)
+		s->ra_want = want > RA_MAX_WANT ? RA_MAX_WANT : (uint32_t)want;
+	/* Nothing read ahead anywhere (always so off the read-ahead path). */
+	if (!__atomic_load_n(&s->ra_len, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&s->ra_err, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&q_head, __ATOMIC_ACQUIRE) < 0)
+		return 0;
+	if (!want)
+		return 0;
+	pthread_mutex_lock(&ra_lock);
+	if (s->ra_len > s->ra_off) {
+		if (!peek && q_head != fd && !head_stalled())
+			goto keep_order;
+		*ret = copy_out(s, iov, iovcnt);
+		if (!peek) {
+			s->ra_off += (uint32_t)*ret;
+			if (s->ra_off == s->ra_len)
+				drop_bytes(fd, s);
+		}
+	} else if (s->ra_err) {
+		errno = s->ra_err;
+		if (!peek)
+			s->ra_err = 0;
+		*ret = -1;
+	} else if (!peek && q_head >= 0 && !head_stalled()) {
+		goto keep_order;
+	} else {
+		pthread_mutex_unlock(&ra_lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&ra_lock);
+	return 1;
+keep_order:
+	if (!s->ra_retry && nretry < RETRY_CAP) {
+		s->ra_retry = 1;
+		retry_fds[nretry++] = fd;
+	}
+	pthread_mutex_unlock(&ra_lock);
+	errno = EAGAIN;
+	*ret = -1;
+	return 1;
+}
+
+/* --- epoll --- */
+
+/* The client slot an event of EPFD stands for, or NULL. */
+static struct fd_slot *event_slot(int epfd, const struct epoll_event *e)
+{
+	struct fd_slot *s = fd_lookup(e->data.fd);
+
+	if (!s || s->kind != FD_CLIENT || s->ep_set != epfd + 1 || s->ep_data != e->data.u64)
+		return NULL;
+	return s;
+}
+
+static int wants_input(int epfd, struct fd_slot *s)
+{
+	return s->kind == FD_CLIENT && s->ep_set == epfd + 1 && (s->ep_events & EPOLLIN);
+}
+
+/* Events for the clients of EPFD whose input is ready here rather than in
+ * their sockets: read-ahead bytes in log order, then those told EAGAIN. */
+static int ready_here(int epfd, struct epoll_event *out, int cap)
+{
+	int n = 0, kept = 0;
+
+	pthread_mutex_lock(&ra_lock);
+	for (int f = q_head; f >= 0 && n < cap; f = fd_lookup(f)->ra_next) {
+		struct fd_slot *s = fd_lookup(f);
+		if (wants_input(epfd, s))
+			out[n++] = (struct epoll_event){ EPOLLIN, { .u64 = s->ep_data } };
+	}
+	for (int i = 0; i < nretry; i++) {
+		struct fd_slot *s = fd_lookup(retry_fds[i]);
+		if (!s || !s->ra_retry)
+			continue;
+		if (n < cap && wants_input(epfd, s) && !s->ra_queued) {
+			out[n++] = (struct epoll_event){ EPOLLIN, { .u64 = s->ep_data } };
+			s->ra_retry = 0;
+			continue;
+		}
+		if (s->ra_queued)
+			s->ra_retry = 0;	/* reported with its bytes */
+		else
+			retry_fds[kept++] = retry_fds[i];
+	}
+	nretry = kept;
+	pthread_mutex_unlock(&ra_lock);
+	return n;
+}
+
+/* Drops from EV[first..n) the events already among EV[0..first), merging
+ * their masks there.  Returns the new count. */
+static int merge_events(struct epoll_event *ev, int first, int n)
+{
+	int out = first;
+
+	for (int i = first; i < n; i++) {
+		int j = 0;
+
+		while (j < first && ev[j].data.u64 != ev[i].data.u64)
+			j++;
+		if (j < first)
+			ev[j].events |= ev[i].events;
+		else
+			ev[out++] = ev[i];
+	}
+	return out;
+}
+
+struct chunk {
+	int fd;
+	struct fd_slot *s;
+	char *buf;
+	struct iovec iov;
+};
+
+/* Replicates the COUNT chunks as one batch and queues them in log order;
+ * if that fails, their clients get ECONNRESET (as on the per-read path). */
+static void replicate(struct chunk *c, int count)
+{
+	struct proposal p[RA_BATCH] = { 0 };
+	int rc;
+
+	for (int i = 0; i < count; i++)
+		p[i] = (struct proposal){ ENTRY_RECV, c[i].s->conn, &c[i].iov, 1, c[i].iov.iov_len };
+	rc = node_propose_batch(shim_node, p, count);
+	pthread_mutex_lock(&ra_lock);
+	for (int i = 0; i < count; i++) {
+		struct fd_slot *s = c[i].s;
+
+		if (rc || s->kind != FD_CLIENT) {
+			free(c[i].buf);
+			s->ra_err = ECONNRESET;
+			continue;
+		}
+		s->ra_buf = c[i].buf;
+		s->ra_off = 0;
+		__atomic_store_n(&s->ra_len, (uint32_t)c[i].iov.iov_len, __ATOMIC_RELAXED);
+		q_push(c[i].fd, s);
+	}
+	pthread_mutex_unlock(&ra_lock);
+}
+
+/* Reads ahead what every readable client among EV[0..n) has waiting. */
+static void read_ahead(int epfd, const struct epoll_event *ev, int n)
+{
+	struct chunk c[RA_BATCH];
+	int count = 0;
+
+	pthread_mutex_lock(&ra_fill_lock);
+	for (int i = 0; i < n; i++) {
+		struct fd_slot *s = event_slot(epfd, &ev[i]);
+
+		if (!s || !(ev[i].events & EPOLLIN) || s->ra_len || s->ra_err || s->closed_logged)
+			continue;
+		size_t want = s->ra_want ? s->ra_want : RA_DEFAULT_WANT;
+		char *buf = malloc(want);
+		if (!buf)
+			continue;
+		ssize_t k = real.recvfrom(ev[i].data.fd, buf, want, MSG_DONTWAIT, NULL, NULL);
+		if (k <= 0) {
+			/* End of stream and errors reach the server by its own read. */
+			free(buf);
+			continue;
+		}
+		c[count++] = (struct chunk){ ev[i].data.fd, s, buf, { buf, (size_t)k } };
+		if (count == RA_BATCH) {
+			replicate(c, count);
+			count = 0;
+		}
+	}
+	if (count)
+		replicate(c, count);
+	pthread_mutex_unlock(&ra_fill_lock);
+}
+
+typedef int (*real_wait_fn)(int epfd, struct epoll_event *ev, int max, int timeout,
+			    const sigset_t *sigmask);
+
+static int wait_plain(int epfd, struct epoll_event *ev, int max, int timeout,
+		      const sigset_t *sigmask)
+{
+	(void)sigmask;
+	return real.epoll_wait(epfd, ev, max, timeout);
+}
+
+static int wait_sigmask(int epfd, struct epoll_event *ev, int max, int timeout,
+			const sigset_t *sigmask)
+{
+	return real.epoll_pwait(epfd, ev, max, timeout, sigmask);
+}
+
+static int wait_and_read_ahead(int epfd, struct epoll_event *ev, int max, int timeout,
+			       const sigset_t *sigmask, real_wait_fn wait)
+{
+	struct fd_slot *set;
+	int here, n;
+
+	/* Not a set of the server's that watches clients: our own threads'
+	 * sets, for one, since their calls come here too. */
+	if (max <= 0 || !shim_enter() || !(set = fd_lookup(epfd)) ||
+	    !__atomic_load_n(&set->ra_epoll, __ATOMIC_ACQUIRE) || !active())
+		return wait(epfd, ev, max, timeout, sigmask);
+	here = ready_here(epfd, ev, max < 64 ? max : 64);
+	if (here == max)
+		return here;
+	n = wait(epfd, ev + here, max - here, here ? 0 : timeout, sigmask);
+	if (n < 0) {
+		if (!here)
+			return n;
+		n = 0;
+	}
+	n = merge_events(ev, here, here + n);
+	if (n)
+		read_ahead(epfd, ev, n);
+	return n;
+}
+
+APUS_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+	real_resolve();
+	return wait_and_read_ahead(epfd, ev, max, timeout, NULL, wait_plain);
+}
+
+APUS_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
+			    const sigset_t *sigmask)
+{
+	real_resolve();
+	return wait_and_read_ahead(epfd, ev, max, timeout, sigmask, wait_sigmask);
+}
+
+APUS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *e)
+{
+	struct fd_slot *s, *set;
+	int rc;
+
+	real_resolve();
+	rc = real.epoll_ctl(epfd, op, fd, e);
+	if (rc || !(s = shim_tracked(fd)) || s->kind != FD_CLIENT)
+		return rc;
+	if (op != EPOLL_CTL_DEL && (set = fd_slot_get(epfd)))
+		__atomic_store_n(&set->ra_epoll, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&ra_lock);
+	if (op == EPOLL_CTL_DEL) {
+		if (s->ep_set == epfd + 1)
+			s->ep_set = 0;
+	} else if (e) {
+		s->ep_set = epfd + 1;
+		s->ep_events = e->events;
+		s->ep_data = e->data.u64;
+	}
+	pthread_mutex_unlock(&ra_lock);
+	return rc;
+}
