@@ -165,6 +165,8 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_name(p, k, v, on_off_names, 2, &c->checker);
 	if (!strcmp(k, "read_ahead"))
 		return parse_name(p, k, v, on_off_names, 2, &c->read_ahead);
+	if (!strcmp(k, "replay_in_place"))
+		return parse_name(p, k, v, on_off_names, 2, &c->replay_in_place);
 	if (!strcmp(k, "divergence"))
 		return parse_name(p, k, v, divergence_names, 2, &c->divergence);
 	if (!strcmp(k, "fsync_interval_ms"))
@@ -270,6 +272,7 @@ static void set_defaults(struct apus_config *c)
 	c->fsync_interval_ms = 50;
 	c->checker = 1;
 	c->read_ahead = 1;
+	c->replay_in_place = 1;
 	c->heartbeat_ms = 10;
 	c->start_timeout_ms = 15000;
 	c->checkpoint_keep = 3;

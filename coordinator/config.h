@@ -5,6 +5,7 @@
  *   fsync = none|batch|always fsync_interval_ms = 50
  *   commit_wait = read|reply  checker = on|off  divergence = report|unhealthy
  *   read_ahead = on|off       (leader: one commit wait per event-loop pass)
+ *   replay_in_place = on|off  (backup: replayed bytes skip the loopback socket)
  *   heartbeat_ms = 10         suspect_ms = 10 x heartbeat_ms
  *   start_timeout_ms = 15000
  *   app_cmd = redis-server --port {port} ...
@@ -59,7 +60,8 @@ struct apus_config {
 	int fsync_interval_ms;
 	int commit_wait;
 	int checker;		/* hash and compare output (default on) */
-	int read_ahead;		/* leader, commit_wait read: batch a pass's reads (default on) */
+	int read_ahead;		/* leader: batch a pass's reads (default on) */
+	int replay_in_place;	/* backup: replay without the socket where epoll allows (on) */
 	int divergence;		/* enum divergence_policy */
 	int heartbeat_ms;
 	int suspect_ms;		/* a backup suspects a leader silent this long */

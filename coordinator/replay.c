@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "../checker/divergence.h"
@@ -27,6 +29,9 @@
 #define CLOSE_WAIT_NS (2000 * 1000000ULL)
 #define CLOSE_IDLE_NS (50 * 1000000ULL)	/* ... while it keeps writing */
 #define SCHED_SIZE 8192
+/* Bytes held for the server's in-place reads at most (then we wait for it,
+ * as we wait when its socket is full). */
+#define HELD_MAX (8 << 20)
 #define NBUCKETS 4096
 
 enum tap_state { TAP_FREE = 0, TAP_ARMED, TAP_CLAIMED };
@@ -38,6 +43,9 @@ struct replay_tap {
 	uint64_t free_bytes;	/* bytes it may read out of turn (their turn was skipped) */
 	uint32_t free_eof;	/* its end of stream may be read out of turn */
 	uint32_t gen;		/* bumped each time the tap is armed for a new connection */
+	uint32_t watched;	/* the server watches it with epoll: bytes may stay with us */
+	int32_t ours;		/* our end of the connection */
+	struct rconn *conn;	/* its connection, for the server's output (out_lock) */
 };
 
 /* One turn of the schedule: the server is to read REMAINING more bytes
@@ -47,6 +55,8 @@ struct turn {
 	uint64_t remaining;
 	uint32_t type;
 	uint32_t gen;		/* the tap's generation: turns of an older connection are void */
+	char *data;		/* the bytes, held here for the server (NULL: in the socket) */
+	uint64_t len;
 };
 
 struct rconn {
@@ -76,6 +86,13 @@ struct replay {
 	uint64_t head, tail;
 	uint64_t stall_head, stall_since;
 	uint32_t waiting;	/* the backup thread waits for the server to take turns */
+	uint64_t held;		/* bytes of turns held here, not yet read */
+	pthread_mutex_t take_lock;	/* an in-place read against a stalled turn's release */
+	int kick_fd;		/* in the server's epoll sets: a held turn is ready */
+	uint32_t server_sleeps;	/* server threads blocked in epoll_wait */
+	/* The output check of a connection, fed by the server's own writes
+	 * (replay_absorb) as well as by the backup thread. */
+	pthread_mutex_t out_lock;
 
 	/* The entry in progress. */
 	uint64_t cur_idx;
@@ -101,7 +118,10 @@ struct replay *replay_new(struct node *n)
 			 sizeof(r->divergence_path));
 	r->taps = calloc(65536, sizeof(*r->taps));
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (!r->taps || r->epfd < 0)
+	r->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	pthread_mutex_init(&r->take_lock, NULL);
+	pthread_mutex_init(&r->out_lock, NULL);
+	if (!r->taps || r->epfd < 0 || r->kick_fd < 0)
 		goto fail;
 	struct sockaddr_in *a4 = (struct sockaddr_in *)&r->app;
 	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&r->app;
@@ -121,6 +141,8 @@ struct replay *replay_new(struct node *n)
 fail:
 	if (r->epfd >= 0)
 		close(r->epfd);
+	if (r->kick_fd >= 0)
+		close(r->kick_fd);
 	free(r->taps);
 	free(r);
 	return NULL;
@@ -133,16 +155,33 @@ static int sched_full(struct replay *r)
 	return r->tail - __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) >= SCHED_SIZE;
 }
 
-static void sched_push(struct replay *r, struct replay_tap *t, uint32_t type, uint64_t len)
+static void sched_push(struct replay *r, struct replay_tap *t, uint32_t type, uint64_t len,
+		       char *data)
 {
 	struct turn *s = &r->sched[r->tail % SCHED_SIZE];
 
+	free(s->data);		/* an earlier turn's, long taken or skipped */
 	s->tap = t;
 	s->remaining = len;
 	s->type = type;
 	s->gen = t->gen;
+	s->data = data;
+	s->len = len;
 	/* Pairs with the acquire loads of tail in replay_gate(). */
 	__atomic_store_n(&r->tail, r->tail + 1, __ATOMIC_RELEASE);
+}
+
+/* A held turn may be the server's to take now: wake a server thread
+ * blocked in epoll_wait (pairs with replay_server_sleep()). */
+static void kick_server(struct replay *r)
+{
+	uint64_t one = 1;
+
+	/* A read-modify-write of the word the sleeper increments: either it
+	 * sees our turn, or we see it asleep. */
+	if (__atomic_fetch_add(&r->server_sleeps, 0, __ATOMIC_SEQ_CST) &&
+	    write(r->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		pr_debug("eventfd: %s", strerror(errno));
 }
 
 /* The turn at the head, or NULL when the schedule is empty. */
@@ -216,8 +255,11 @@ static void conn_drain(struct replay *r, struct rconn *c, int until_empty)
 		ssize_t k = recv(c->sock, r->drain_buf, sizeof(r->drain_buf), MSG_DONTWAIT);
 
 		if (k > 0) {
-			if (r->n->cfg.checker)
+			if (r->n->cfg.checker) {
+				pthread_mutex_lock(&r->out_lock);
 				out_check_absorb(&c->chk, r->drain_buf, (size_t)k);
+				pthread_mutex_unlock(&r->out_lock);
+			}
 			if (!until_empty && (size_t)k < sizeof(r->drain_buf))
 				return;
 			continue;
@@ -244,9 +286,13 @@ static void conn_free(struct replay *r, struct rconn *c)
 {
 	if (c->sock >= 0 && !c->eof && !c->dead)
 		conn_drain(r, c, 1);
+	pthread_mutex_lock(&r->out_lock);
+	if (c->tap && c->tap->conn == c)
+		c->tap->conn = NULL;	/* its later writes go to the closed socket */
 	/* Only a complete output can be held against the leader's whole one. */
 	if (c->eof && r->n->cfg.checker)
 		out_check_finish(&c->chk);
+	pthread_mutex_unlock(&r->out_lock);
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c);
@@ -283,6 +329,11 @@ static int open_replay_socket(struct replay *r, struct replay_tap **tapp)
 			continue;
 		}
 		t->srv_fd = -1;
+		t->ours = s;
+		t->watched = 0;
+		pthread_mutex_lock(&r->out_lock);
+		t->conn = NULL;
+		pthread_mutex_unlock(&r->out_lock);
 		t->gen++;
 		t->free_bytes = 0;
 		t->free_eof = 0;
@@ -325,6 +376,9 @@ static int exec_accept(struct replay *r, const struct entry_hdr *e)
 	}
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 	epoll_ctl(r->epfd, EPOLL_CTL_ADD, s, &ev);
+	pthread_mutex_lock(&r->out_lock);
+	tap->conn = c;
+	pthread_mutex_unlock(&r->out_lock);
 	return 1;
 }
 
@@ -338,9 +392,25 @@ static int exec_recv(struct replay *r, const struct entry_hdr *e)
 	if (r->phase == 0) {
 		if (sched_full(r))
 			return 0;
+		/* The server watches the connection with epoll: its shim reads
+		 * the bytes from here (no socket on the way) and tells it when. */
+		if (__atomic_load_n(&c->tap->watched, __ATOMIC_ACQUIRE) &&
+		    __atomic_load_n(&c->tap->state, __ATOMIC_ACQUIRE) == TAP_CLAIMED) {
+			uint64_t held = __atomic_load_n(&r->held, __ATOMIC_ACQUIRE);
+			char *copy;
+			if (held && held + e->data_sz > HELD_MAX)
+				return 0;	/* the server is behind: come back */
+			if ((copy = malloc(e->data_sz))) {
+				memcpy(copy, data, e->data_sz);
+				__atomic_add_fetch(&r->held, e->data_sz, __ATOMIC_RELEASE);
+				sched_push(r, c->tap, ENTRY_RECV, e->data_sz, copy);
+				kick_server(r);
+				return 1;
+			}
+		}
 		/* The turn goes in before the bytes, so the server never finds
 		 * bytes it may not account for. */
-		sched_push(r, c->tap, ENTRY_RECV, e->data_sz);
+		sched_push(r, c->tap, ENTRY_RECV, e->data_sz, NULL);
 		r->phase = 1;
 	}
 	while (r->sent_off < e->data_sz) {
@@ -358,6 +428,17 @@ static int exec_recv(struct replay *r, const struct entry_hdr *e)
 	return 1;
 }
 
+/* How much our server wrote on C so far. */
+static uint64_t out_off(struct replay *r, struct rconn *c)
+{
+	uint64_t off;
+
+	pthread_mutex_lock(&r->out_lock);
+	off = c->chk.out.off;
+	pthread_mutex_unlock(&r->out_lock);
+	return off;
+}
+
 static int exec_close(struct replay *r, const struct entry_hdr *e)
 {
 	struct rconn *c = conn_find(r, e->conn_idx);
@@ -366,21 +447,24 @@ static int exec_close(struct replay *r, const struct entry_hdr *e)
 		return 1;
 	if (e->data_sz == sizeof(struct out_record)) {
 		const struct out_record *last = entry_data(e);
+		pthread_mutex_lock(&r->out_lock);
 		out_check_leader_final(&c->chk, last->offset, last->crc, e->idx);
+		pthread_mutex_unlock(&r->out_lock);
 		/* The leader's client hung up only after the leader's server wrote
 		 * all this; hanging up earlier would make our server drop the rest
 		 * of a long reply.  So wait until ours wrote as much (bounded). */
-		if (!c->dead && !c->eof && c->chk.out.off < last->offset) {
-			uint64_t now = now_ns();
+		if (!c->dead && !c->eof && out_off(r, c) < last->offset) {
+			uint64_t now = now_ns(), off;
 
 			conn_drain(r, c, 1);
-			if (c->chk.out.off != r->seen_off) {	/* still writing */
-				r->seen_off = c->chk.out.off;
+			off = out_off(r, c);
+			if (off != r->seen_off) {	/* still writing */
+				r->seen_off = off;
 				r->progress_ns = now;
 			}
 			/* A shorter output that stopped growing is a divergence, not
 			 * a reply in progress: do not stall replay for it. */
-			if (c->chk.out.off < last->offset && now - r->progress_ns < CLOSE_IDLE_NS &&
+			if (off < last->offset && now - r->progress_ns < CLOSE_IDLE_NS &&
 			    now - r->started_ns < CLOSE_WAIT_NS)
 				return 0;
 		}
@@ -388,7 +472,7 @@ static int exec_close(struct replay *r, const struct entry_hdr *e)
 	if (!c->dead) {
 		if (sched_full(r))
 			return 0;
-		sched_push(r, c->tap, ENTRY_CLOSE, 0);
+		sched_push(r, c->tap, ENTRY_CLOSE, 0, NULL);
 		shutdown(c->sock, SHUT_WR);
 	}
 	/* Keep our end until the server dropped its own: closing it now could
@@ -412,7 +496,7 @@ static int exec_noop(struct replay *r, const struct entry_hdr *e)
 			if (!c->dead) {
 				if (sched_full(r))
 					return 0;	/* resumed with the connections left */
-				sched_push(r, c->tap, ENTRY_CLOSE, 0);
+				sched_push(r, c->tap, ENTRY_CLOSE, 0, NULL);
 				shutdown(c->sock, SHUT_WR);
 			}
 			conn_unhash(r, c);
@@ -432,8 +516,11 @@ static int exec_hash(struct replay *r, const struct entry_hdr *e)
 
 	for (size_t i = 0; i < n && r->n->cfg.checker; i++) {
 		struct rconn *c = conn_find_any(r, rec[i].conn_idx);
-		if (c)
+		if (c) {
+			pthread_mutex_lock(&r->out_lock);
 			out_check_leader(&c->chk, rec[i].offset, rec[i].crc, e->idx);
+			pthread_mutex_unlock(&r->out_lock);
+		}
 	}
 	return 1;
 }
@@ -486,6 +573,28 @@ static void drain(struct replay *r)
 	} while (n == 64);
 }
 
+/* A stalled held turn: its bytes go into the socket, readable out of turn
+ * like any skipped turn's.  Called with take_lock held. */
+static void release_held(struct replay *r, struct turn *s)
+{
+	const char *p = s->data + (s->len - s->remaining);
+	uint64_t left = s->remaining;
+
+	while (left) {
+		ssize_t k = send(s->tap->ours, p, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k <= 0) {
+			pr_warn("could not pass %llu bytes of a skipped turn to the server",
+				(unsigned long long)left);
+			break;
+		}
+		__atomic_add_fetch(&s->tap->free_bytes, (uint64_t)k, __ATOMIC_RELEASE);
+		p += k;
+		left -= (uint64_t)k;
+	}
+	__atomic_sub_fetch(&r->held, s->remaining, __ATOMIC_RELEASE);
+	s->remaining = 0;
+}
+
 /* Skips turns of connections the server closed, and a turn the server has
  * left untaken for STALL_NS (its bytes may then be read out of turn). */
 static void skip_dead_turns(struct replay *r)
@@ -496,7 +605,13 @@ static void skip_dead_turns(struct replay *r)
 	while ((s = sched_head(r, &h))) {
 		if (__atomic_load_n(&s->tap->state, __ATOMIC_ACQUIRE) == TAP_FREE ||
 		    s->gen != s->tap->gen) {
+			pthread_mutex_lock(&r->take_lock);
+			if (s->data)
+				__atomic_sub_fetch(&r->held, s->remaining, __ATOMIC_RELEASE);
+			s->remaining = 0;
 			sched_advance(r, h);
+			pthread_mutex_unlock(&r->take_lock);
+			kick_server(r);
 			continue;
 		}
 		if (h != r->stall_head) {
@@ -509,11 +624,16 @@ static void skip_dead_turns(struct replay *r)
 		pr_warn("the server left its turn on fd %d untaken for %llu ms; moving on "
 			"(replay order is no longer guaranteed for it)", s->tap->srv_fd,
 			(unsigned long long)(STALL_NS / 1000000));
-		if (s->type == ENTRY_RECV)
+		pthread_mutex_lock(&r->take_lock);
+		if (s->type == ENTRY_RECV && s->data)
+			release_held(r, s);
+		else if (s->type == ENTRY_RECV)
 			__atomic_add_fetch(&s->tap->free_bytes, s->remaining, __ATOMIC_RELEASE);
 		else
 			__atomic_store_n(&s->tap->free_eof, 1, __ATOMIC_RELEASE);
 		sched_advance(r, h);
+		pthread_mutex_unlock(&r->take_lock);
+		kick_server(r);
 	}
 }
 
@@ -611,4 +731,108 @@ void replay_tap_close(struct replay *r, struct replay_tap *t)
 	__atomic_store_n(&t->state, TAP_FREE, __ATOMIC_RELEASE);
 	if (__atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
 		r->n->ops->wake(r->n->tp);
+}
+
+/* --- In-place reads (the server watches a replay connection with epoll) --- */
+
+int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt,
+		ssize_t *ret)
+{
+	uint64_t h;
+	struct turn *s;
+	size_t done = 0;
+
+	if (__atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
+		return 0;
+	s = sched_head(r, &h);
+	if (!s || s->tap != t || s->gen != t->gen || !s->data)
+		return 0;
+	pthread_mutex_lock(&r->take_lock);
+	/* The backup thread may have skipped it meanwhile. */
+	if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != h || !s->remaining) {
+		pthread_mutex_unlock(&r->take_lock);
+		return 0;
+	}
+	for (int i = 0; i < iovcnt && done < s->remaining; i++) {
+		size_t k = iov[i].iov_len < s->remaining - done ? iov[i].iov_len
+							       : (size_t)(s->remaining - done);
+		memcpy(iov[i].iov_base, s->data + (s->len - s->remaining) + done, k);
+		done += k;
+	}
+	s->remaining -= done;
+	__atomic_sub_fetch(&r->held, done, __ATOMIC_RELEASE);
+	if (!s->remaining)
+		sched_advance(r, h);
+	pthread_mutex_unlock(&r->take_lock);
+	*ret = (ssize_t)done;
+	return 1;
+}
+
+int replay_ready_fds(struct replay *r, int *fds, int cap)
+{
+	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	uint64_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	int n = 0;
+
+	for (; h != t && n < cap; h++) {
+		const struct turn *s = &r->sched[h % SCHED_SIZE];
+		if (!s->data || s->gen != s->tap->gen ||
+		    __atomic_load_n(&s->tap->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED)
+			break;
+		for (int i = 0; i < n; i++)
+			if (fds[i] == s->tap->srv_fd)
+				return n;	/* its next turn waits for this one */
+		fds[n++] = s->tap->srv_fd;
+	}
+	return n;
+}
+
+void replay_tap_watch(struct replay_tap *t, int on)
+{
+	__atomic_store_n(&t->watched, (uint32_t)!!on, __ATOMIC_RELEASE);
+}
+
+int replay_kick_fd(struct replay *r)
+{
+	return r->kick_fd;
+}
+
+int replay_server_sleep(struct replay *r)
+{
+	int fd;
+
+	__atomic_add_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
+	if (!replay_ready_fds(r, &fd, 1))
+		return 1;
+	__atomic_sub_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+void replay_server_awake(struct replay *r)
+{
+	uint64_t n;
+
+	__atomic_sub_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
+	if (read(r->kick_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		pr_debug("eventfd: %s", strerror(errno));
+}
+
+int replay_absorb(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt)
+{
+	struct rconn *c;
+
+	if (!r->n->cfg.replay_in_place)
+		return 0;
+	pthread_mutex_lock(&r->out_lock);
+	c = t->conn;
+	if (!c || __atomic_load_n(&c->dead, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED) {
+		pthread_mutex_unlock(&r->out_lock);
+		return 0;
+	}
+	for (int i = 0; i < iovcnt && r->n->cfg.checker; i++)
+		out_check_absorb(&c->chk, iov[i].iov_base, iov[i].iov_len);
+	pthread_mutex_unlock(&r->out_lock);
+	return 1;
 }

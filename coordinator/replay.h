@@ -8,13 +8,20 @@
  * of a connection whose turn it is not yet returns EAGAIN, and a read whose
  * turn it is takes at most the bytes of that turn.  The server thus consumes
  * the entries exactly in log order, without a handshake per entry between
- * the backup thread and the server's threads. */
+ * the backup thread and the server's threads.
+ *
+ * In place: once the server watches a replay connection with epoll, its
+ * bytes skip the socket.  The turn holds a copy, the shim copies it into
+ * the server's read and reports the connection ready in epoll_wait() when
+ * its turn comes; what the server writes back goes straight to the output
+ * check.  The socket then carries only the connection's open and close. */
 #ifndef APUS_REPLAY_H
 #define APUS_REPLAY_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "entry.h"
 
@@ -46,5 +53,30 @@ size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want);
 void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n);
 /* The server closed its end. */
 void replay_tap_close(struct replay *r, struct replay_tap *t);
+
+/* In-place reads.  Once the server watches a replay connection with epoll
+ * (ON), the backup thread keeps the connection's bytes here instead of
+ * sending them through the socket, and the shim serves the server's reads
+ * from here and reports the connection ready itself. */
+void replay_tap_watch(struct replay_tap *t, int on);
+/* A read of T when its turn's bytes are held here: copies them into IOV,
+ * returns 1 with *RET set; 0 when the read takes the socket path. */
+int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt,
+		ssize_t *ret);
+/* The server writes IOV on replay connection T: fed to the output check
+ * here rather than through the socket.  1 if taken (the write succeeded
+ * whole), 0 for the socket path (the connection is gone). */
+int replay_absorb(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt);
+/* The server's fds whose held turns come next, in turn order (each taken
+ * whole frees the next): at most CAP, stopping before a second turn of
+ * one fd.  Returns how many. */
+int replay_ready_fds(struct replay *r, int *fds, int cap);
+/* The eventfd to put in the server's epoll sets: readable when a held turn
+ * may have become ready while the server slept. */
+int replay_kick_fd(struct replay *r);
+/* Before a server thread blocks in epoll_wait: 1 to block (it will be
+ * kicked), 0 when a held turn is ready already.  After blocking: awake. */
+int replay_server_sleep(struct replay *r);
+void replay_server_awake(struct replay *r);
 
 #endif

@@ -25,10 +25,11 @@ struct fd_slot {
 	struct viewstamp conn;	/* FD_CLIENT: the connection's conn_vs */
 	struct replay_tap *tap;	/* FD_REPLAY */
 	struct out_hash out;	/* FD_CLIENT: what the server wrote to it so far */
-	/* FD_CLIENT on a leader reading ahead (readahead.c): */
+	/* FD_CLIENT and FD_REPLAY: */
 	int ep_set;		/* the epoll set watching it for input, plus 1 (0: none) */
 	uint32_t ep_events;	/* and what it registered there */
 	uint64_t ep_data;
+	/* FD_CLIENT on a leader reading ahead (readahead.c): */
 	char *ra_buf;		/* committed bytes read ahead, not yet consumed */
 	uint32_t ra_off, ra_len;
 	uint32_t ra_want;	/* what the server asked a read for last time */
@@ -37,6 +38,7 @@ struct fd_slot {
 	int ra_queued;		/* in the order queue */
 	int ra_retry;		/* told EAGAIN to keep log order: report it ready */
 	int ra_epoll;		/* an epoll set of the server's that watches clients */
+	int ra_kick;		/* such a set, holding the backup's eventfd (inplace.c) */
 };
 
 #define FD_CHUNK_BITS 12

@@ -55,11 +55,18 @@ static size_t gate(struct fd_slot *s, size_t want)
 #define IOV_CAP 64
 
 /* Leader: a read served from what readahead.c read and replicated ahead
- * (or refused to keep log order).  Returns 1 with *RET set if so. */
+ * (or refused to keep log order); backup: from a held replay turn.
+ * Returns 1 with *RET set if so. */
 static int read_ahead(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt, int flags,
 		      ssize_t *ret)
 {
-	return s->kind == FD_CLIENT && readahead_take(fd, s, iov, iovcnt, flags & MSG_PEEK, ret);
+	if (s->kind == FD_REPLAY) {
+		/* Backup: a turn held for the server (inplace.c); a peek leaves it. */
+		if ((flags & MSG_PEEK) || !iov_total(iov, iovcnt))
+			return 0;
+		return inplace_take(s, iov, iovcnt, ret);
+	}
+	return readahead_take(fd, s, iov, iovcnt, flags & MSG_PEEK, ret);
 }
 
 /* Copies IOV into OUT truncated to CAP bytes; returns the number of entries. */

@@ -51,8 +51,17 @@ static int active(void)
 {
 	struct node *n = shim_node;
 
-	return n && n->cfg.read_ahead && n->cfg.commit_wait == COMMIT_WAIT_READ &&
-	       node_serving(n);
+	return n && n->cfg.read_ahead && node_serving(n);
+}
+
+void readahead_lock(void)
+{
+	pthread_mutex_lock(&ra_lock);
+}
+
+void readahead_unlock(void)
+{
+	pthread_mutex_unlock(&ra_lock);
 }
 
 /* --- The order queue (ra_lock held) --- */
@@ -218,11 +227,6 @@ static struct fd_slot *event_slot(int epfd, const struct epoll_event *e)
 	return s;
 }
 
-static int wants_input(int epfd, struct fd_slot *s)
-{
-	return s->kind == FD_CLIENT && s->ep_set == epfd + 1 && (s->ep_events & EPOLLIN);
-}
-
 /* Events for the clients of EPFD whose input is ready here rather than in
  * their sockets: read-ahead bytes in log order, then those told EAGAIN. */
 static int ready_here(int epfd, struct epoll_event *out, int cap)
@@ -232,14 +236,14 @@ static int ready_here(int epfd, struct epoll_event *out, int cap)
 	pthread_mutex_lock(&ra_lock);
 	for (int f = q_head; f >= 0 && n < cap; f = fd_lookup(f)->ra_next) {
 		struct fd_slot *s = fd_lookup(f);
-		if (wants_input(epfd, s))
+		if (epoll_wants_input(epfd, s, FD_CLIENT))
 			out[n++] = (struct epoll_event){ EPOLLIN, { .u64 = s->ep_data } };
 	}
 	for (int i = 0; i < nretry; i++) {
 		struct fd_slot *s = fd_lookup(retry_fds[i]);
 		if (!s || !s->ra_retry)
 			continue;
-		if (n < cap && wants_input(epfd, s) && !s->ra_queued) {
+		if (n < cap && epoll_wants_input(epfd, s, FD_CLIENT) && !s->ra_queued) {
 			out[n++] = (struct epoll_event){ EPOLLIN, { .u64 = s->ep_data } };
 			s->ra_retry = 0;
 			continue;
@@ -252,25 +256,6 @@ static int ready_here(int epfd, struct epoll_event *out, int cap)
 	nretry = kept;
 	pthread_mutex_unlock(&ra_lock);
 	return n;
-}
-
-/* Drops from EV[first..n) the events already among EV[0..first), merging
- * their masks there.  Returns the new count. */
-static int merge_events(struct epoll_event *ev, int first, int n)
-{
-	int out = first;
-
-	for (int i = first; i < n; i++) {
-		int j = 0;
-
-		while (j < first && ev[j].data.u64 != ev[i].data.u64)
-			j++;
-		if (j < first)
-			ev[j].events |= ev[i].events;
-		else
-			ev[out++] = ev[i];
-	}
-	return out;
 }
 
 struct chunk {
@@ -340,33 +325,11 @@ static void read_ahead(int epfd, const struct epoll_event *ev, int n)
 	pthread_mutex_unlock(&ra_fill_lock);
 }
 
-typedef int (*real_wait_fn)(int epfd, struct epoll_event *ev, int max, int timeout,
-			    const sigset_t *sigmask);
-
-static int wait_plain(int epfd, struct epoll_event *ev, int max, int timeout,
-		      const sigset_t *sigmask)
+int readahead_wait(int epfd, struct epoll_event *ev, int max, int timeout,
+		   const sigset_t *sigmask, real_wait_fn wait)
 {
-	(void)sigmask;
-	return real.epoll_wait(epfd, ev, max, timeout);
-}
-
-static int wait_sigmask(int epfd, struct epoll_event *ev, int max, int timeout,
-			const sigset_t *sigmask)
-{
-	return real.epoll_pwait(epfd, ev, max, timeout, sigmask);
-}
-
-static int wait_and_read_ahead(int epfd, struct epoll_event *ev, int max, int timeout,
-			       const sigset_t *sigmask, real_wait_fn wait)
-{
-	struct fd_slot *set;
 	int here, n;
 
-	/* Not a set of the server's that watches clients: our own threads'
-	 * sets, for one, since their calls come here too. */
-	if (max <= 0 || !shim_enter() || !(set = fd_lookup(epfd)) ||
-	    !__atomic_load_n(&set->ra_epoll, __ATOMIC_ACQUIRE) || !active())
-		return wait(epfd, ev, max, timeout, sigmask);
 	here = ready_here(epfd, ev, max < 64 ? max : 64);
 	if (here == max)
 		return here;
@@ -376,45 +339,13 @@ static int wait_and_read_ahead(int epfd, struct epoll_event *ev, int max, int ti
 			return n;
 		n = 0;
 	}
-	n = merge_events(ev, here, here + n);
+	n = epoll_merge_events(ev, here, here + n);
 	if (n)
 		read_ahead(epfd, ev, n);
 	return n;
 }
 
-APUS_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+int readahead_active(void)
 {
-	real_resolve();
-	return wait_and_read_ahead(epfd, ev, max, timeout, NULL, wait_plain);
-}
-
-APUS_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
-			    const sigset_t *sigmask)
-{
-	real_resolve();
-	return wait_and_read_ahead(epfd, ev, max, timeout, sigmask, wait_sigmask);
-}
-
-APUS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *e)
-{
-	struct fd_slot *s, *set;
-	int rc;
-
-	real_resolve();
-	rc = real.epoll_ctl(epfd, op, fd, e);
-	if (rc || !(s = shim_tracked(fd)) || s->kind != FD_CLIENT)
-		return rc;
-	if (op != EPOLL_CTL_DEL && (set = fd_slot_get(epfd)))
-		__atomic_store_n(&set->ra_epoll, 1, __ATOMIC_RELEASE);
-	pthread_mutex_lock(&ra_lock);
-	if (op == EPOLL_CTL_DEL) {
-		if (s->ep_set == epfd + 1)
-			s->ep_set = 0;
-	} else if (e) {
-		s->ep_set = epfd + 1;
-		s->ep_events = e->events;
-		s->ep_data = e->data.u64;
-	}
-	pthread_mutex_unlock(&ra_lock);
-	return rc;
+	return active();
 }

@@ -52,6 +52,33 @@ void readahead_forget(int fd, struct fd_slot *s);
 int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt, int peek,
 		   ssize_t *ret);
 
+/* --- epoll (epoll.c) --- */
+typedef int (*real_wait_fn)(int epfd, struct epoll_event *ev, int max, int timeout,
+			    const sigset_t *sigmask);
+/* Whether S is a connection of KIND that EPFD watches for input. */
+int epoll_wants_input(int epfd, const struct fd_slot *s, int kind);
+/* Drops from EV[first..n) the events already among EV[0..first), merging
+ * their masks there.  Returns the new count. */
+int epoll_merge_events(struct epoll_event *ev, int first, int n);
+
+/* Leader (readahead.c): whether it reads ahead now; its epoll_wait(). */
+int readahead_active(void);
+int readahead_wait(int epfd, struct epoll_event *ev, int max, int timeout,
+		   const sigset_t *sigmask, real_wait_fn wait);
+/* The lock of the read-ahead state, which also guards the slots' epoll fields. */
+void readahead_lock(void);
+void readahead_unlock(void);
+
+/* Backup (inplace.c): its epoll_wait(); a read served from a held turn
+ * (1 with *RET set, or 0: the socket path); EPFD of SET watches a replay
+ * connection: our eventfd joins it. */
+int inplace_wait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *sigmask,
+		 real_wait_fn wait);
+int inplace_take(struct fd_slot *s, const struct iovec *iov, int iovcnt, ssize_t *ret);
+void inplace_set_watches(int epfd, struct fd_slot *set);
+/* Drops our eventfd's events from EV[0..n) (draining it); the new count. */
+int inplace_drop_kicks(struct epoll_event *ev, int n);
+
 /* Proposes the CLOSE of a leader's client connection, once. */
 void shim_log_close(struct fd_slot *s);
 

@@ -7,7 +7,9 @@
 #   apus        3 replicas of redis-server under apus, shm, commit_wait = read
 #   apus-reply  the same with commit_wait = reply (output commit)
 #   apus-perread  apus with read_ahead = off: one commit wait per read()
-#               (the leader's path before read-ahead, kept side by side)
+#   apus-sockets  apus with read_ahead = off and replay_in_place = off:
+#               also every replayed byte through a loopback socket (the
+#               path before both optimisations, kept side by side)
 #   apus-tcp    3 replicas over tcp, each in its own network namespace
 #               (loopback addresses where namespaces are unavailable)
 #   redis-wait  redis primary + 2 replicas, the client sends WAIT 2 0 after
@@ -29,7 +31,7 @@ cd "$(dirname "$0")/.."
 
 rounds=${1:-3}
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/bench.sh [ROUNDS]" >&2; exit 2; }
-systems=${APUS_BENCH_SYSTEMS:-bare apus apus-perread apus-reply apus-tcp redis-wait etcd}
+systems=${APUS_BENCH_SYSTEMS:-bare apus apus-perread apus-sockets apus-reply apus-tcp redis-wait etcd}
 n50=${APUS_BENCH_N:-20000}
 n1=$((n50 / 4))
 keyspace=10000
@@ -52,6 +54,7 @@ shm_conf() { # NAME PORTDIGIT EXTRA-LINE
 conf[apus]=$(shm_conf apus 28 "")
 conf[apus-reply]=$(shm_conf apus-reply 38 "commit_wait = reply")
 conf[apus-perread]=$(shm_conf apus-perread 48 "read_ahead = off")
+conf[apus-sockets]=$(shm_conf apus-sockets 68 "read_ahead = off\nreplay_in_place = off")
 conf[apus-tcp]=$work/apus-tcp.conf
 sed -e "s#/tmp/apus-demo-tcp#$work/tcp#" -e 's/= 7100$/= 7580/' -e 's/= 7110$/= 7590/' \
 	-e 's/^fsync .*/fsync = batch/' -e 's/^guard .*/guard = off/' apps/redis/cluster-tcp.conf >"${conf[apus-tcp]}"
@@ -94,7 +97,7 @@ start_systems() {
 				--logfile "$work/bare.log" --pidfile "$work/bare.pid" >/dev/null
 			host[$s]=127.0.0.1 port[$s]=$bare_port
 			;;
-		apus | apus-perread | apus-reply | apus-tcp)
+		apus | apus-perread | apus-sockets | apus-reply | apus-tcp)
 			"$apus" start --config "${conf[$s]}" >/dev/null
 			local addr
 			addr=$("$apus" status --config "${conf[$s]}" --json | tr -d ' \t\r\n' |
@@ -142,7 +145,7 @@ start_systems() {
 
 stop_systems() {
 	local s p
-	for s in apus apus-perread apus-reply apus-tcp; do
+	for s in apus apus-perread apus-sockets apus-reply apus-tcp; do
 		"$apus" stop --config "${conf[$s]}" >/dev/null 2>&1 || true
 	done
 	for p in $(cat "$work"/bare.pid "$work"/wait-*.pid "$work"/etcd-*.pid 2>/dev/null); do

@@ -72,7 +72,8 @@ done
 # setting (a parameter of the tests, not a copy of them).
 VARIANTS=(
 	"digest.bats|APUS_TEST_COMMIT_WAIT=reply"
-	"digest.bats|APUS_TEST_READ_AHEAD=off"
+	"digest.bats|APUS_TEST_PATH=sockets"
+	"checker.bats|APUS_TEST_PATH=sockets"
 	"connections.bats|APUS_TEST_COMMIT_WAIT=reply"
 	"basic.bats|APUS_TEST_FSYNC=always"
 	# tcp with each replica in its own network namespace (scripts/netns.sh)

@@ -126,7 +126,13 @@ function make_conf() {
 		# failover in the middle of a test about something else would fail it.
 		echo "suspect_ms   = ${APUS_TEST_SUSPECT_MS:-300}"
 		echo "commit_wait  = ${APUS_TEST_COMMIT_WAIT:-read}"
-		echo "read_ahead   = ${APUS_TEST_READ_AHEAD:-on}"
+		# APUS_TEST_PATH=sockets: the leader waits per read() and backups
+		# replay through loopback sockets (the paths before read-ahead
+		# and in-place replay, which servers without epoll still take).
+		if [ "${APUS_TEST_PATH:-}" = sockets ]; then
+			echo "read_ahead   = off"
+			echo "replay_in_place = off"
+		fi
 		# Tests kill nodes on purpose: no guard brings them back unless a
 		# test asks for one (guard.bats).
 		echo "guard        = ${APUS_TEST_GUARD:-off}"

@@ -1,0 +1,105 @@
+/* epoll, where the shim serves input itself: the server's sets must
+ * report ready what is ready with us rather than in a socket.  On the
+ * leader, read-ahead (readahead.c); on a backup, replay turns held for
+ * in-place reads (inplace.c).  Sets of our own threads (their calls come
+ * here too) and sets that watch no replicated connection pass through. */
+#include <errno.h>
+
+#include "../coordinator/replay.h"
+#include "shim.h"
+
+int epoll_wants_input(int epfd, const struct fd_slot *s, int kind)
+{
+	return s && (int)s->kind == kind && s->ep_set == epfd + 1 && (s->ep_events & EPOLLIN);
+}
+
+int epoll_merge_events(struct epoll_event *ev, int first, int n)
+{
+	int out = first;
+
+	for (int i = first; i < n; i++) {
+		int j = 0;
+
+		while (j < first && ev[j].data.u64 != ev[i].data.u64)
+			j++;
+		if (j < first)
+			ev[j].events |= ev[i].events;
+		else
+			ev[out++] = ev[i];
+	}
+	return out;
+}
+
+static int wait_plain(int epfd, struct epoll_event *ev, int max, int timeout,
+		      const sigset_t *sigmask)
+{
+	(void)sigmask;
+	return real.epoll_wait(epfd, ev, max, timeout);
+}
+
+static int wait_sigmask(int epfd, struct epoll_event *ev, int max, int timeout,
+			const sigset_t *sigmask)
+{
+	return real.epoll_pwait(epfd, ev, max, timeout, sigmask);
+}
+
+static int shim_wait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *sigmask,
+		     real_wait_fn wait)
+{
+	struct fd_slot *set;
+
+	if (max <= 0 || !shim_enter() || !(set = fd_lookup(epfd)) ||
+	    !__atomic_load_n(&set->ra_epoll, __ATOMIC_ACQUIRE) || !shim_node)
+		return wait(epfd, ev, max, timeout, sigmask);
+	if (!node_serving(shim_node))
+		return inplace_wait(epfd, ev, max, timeout, sigmask, wait);
+	int n = readahead_active() ? readahead_wait(epfd, ev, max, timeout, sigmask, wait)
+				   : wait(epfd, ev, max, timeout, sigmask);
+	/* A backup's eventfd may still sit in the set of a node that leads now. */
+	if (n > 0 && __atomic_load_n(&set->ra_kick, __ATOMIC_ACQUIRE))
+		n = inplace_drop_kicks(ev, n);
+	return n;
+}
+
+APUS_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+	real_resolve();
+	return shim_wait(epfd, ev, max, timeout, NULL, wait_plain);
+}
+
+APUS_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
+			    const sigset_t *sigmask)
+{
+	real_resolve();
+	return shim_wait(epfd, ev, max, timeout, sigmask, wait_sigmask);
+}
+
+APUS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *e)
+{
+	struct fd_slot *s, *set;
+	int rc;
+
+	real_resolve();
+	rc = real.epoll_ctl(epfd, op, fd, e);
+	if (rc || !(s = shim_tracked(fd)))
+		return rc;
+	if (op != EPOLL_CTL_DEL && (set = fd_slot_get(epfd))) {
+		if (s->kind == FD_REPLAY)
+			inplace_set_watches(epfd, set);
+		__atomic_store_n(&set->ra_epoll, 1, __ATOMIC_RELEASE);
+	}
+	readahead_lock();
+	if (op == EPOLL_CTL_DEL) {
+		if (s->ep_set == epfd + 1)
+			s->ep_set = 0;
+	} else if (e) {
+		s->ep_set = epfd + 1;
+		s->ep_events = e->events;
+		s->ep_data = e->data.u64;
+	}
+	if (s->kind == FD_REPLAY)
+		replay_tap_watch(s->tap, shim_node->cfg.replay_in_place && s->ep_set &&
+					 (s->ep_events & EPOLLIN));
+	readahead_unlock();
+	return rc;
+}
