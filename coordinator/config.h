@@ -4,7 +4,7 @@
  *   log_size = 64M            max_entry = 64K
  *   fsync = none|batch|always fsync_interval_ms = 50
  *   commit_wait = read|reply  checker = on|off  divergence = report|unhealthy
- *   read_ahead = on|off       (leader: one commit wait per event-loop pass)
+ *   read_ahead = on|off       (leader: one commit round per event-loop pass)
  *   replay_in_place = on|off  (backup: replayed bytes skip the loopback socket)
  *   heartbeat_ms = 10         suspect_ms = 10 x heartbeat_ms
  *   start_timeout_ms = 15000

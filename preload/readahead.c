@@ -1,5 +1,6 @@
-/* Read-ahead on the leader (commit_wait = read, read_ahead = on): one
- * commit wait per event-loop pass instead of one per read().
+/* Read-ahead on the leader (read_ahead = on): with commit_wait = read, one
+ * commit wait per event-loop pass instead of one per read(); with reply,
+ * one ring of the backups per pass instead of one per read().
  *
  * When epoll_wait() returns, the bytes waiting on every replicated client
  * it reports readable are read at once and replicated as one batch (RECV

@@ -9,7 +9,9 @@
 #   apus-perread  apus with read_ahead = off: one commit wait per read()
 #   apus-sockets  apus with read_ahead = off and replay_in_place = off:
 #               also every replayed byte through a loopback socket (the
-#               path before both optimisations, kept side by side)
+#               path before both optimisations)
+#   (the last two only when named in APUS_BENCH_SYSTEMS: every cluster
+#   started adds its idle heartbeats to the machine the others run on)
 #   apus-tcp    3 replicas over tcp, each in its own network namespace
 #               (loopback addresses where namespaces are unavailable)
 #   redis-wait  redis primary + 2 replicas, the client sends WAIT 2 0 after
@@ -26,12 +28,15 @@
 #   APUS_BENCH_SYSTEMS="bare apus"  only these systems
 #   APUS_BENCH_N=20000              requests per 50-client run (1 client: N/4)
 #   APUS_BENCH_OUT=DIR              where results go (default scripts/bench/results)
+#   APUS_BENCH_OPS="set get"  APUS_BENCH_CLIENTS="50 1"  APUS_BENCH_SIZES="64 4096"
+#                                   only these workloads
+#   APUS_BENCH_CONSENSUS=0          skip the consensus microbenchmark
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 rounds=${1:-3}
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/bench.sh [ROUNDS]" >&2; exit 2; }
-systems=${APUS_BENCH_SYSTEMS:-bare apus apus-perread apus-sockets apus-reply apus-tcp redis-wait etcd}
+systems=${APUS_BENCH_SYSTEMS:-bare apus apus-reply apus-tcp redis-wait etcd}
 n50=${APUS_BENCH_N:-20000}
 n1=$((n50 / 4))
 keyspace=10000
@@ -176,9 +181,9 @@ echo "apus-tcp: $tcp_where"
 # ---- the workloads, interleaved -----------------------------------------------
 csv=$work/results.csv
 echo "round,system,op,clients,size,n,rps,p50_us,p99_us,p999_us,cpu_s_per_100k,errors" >"$csv"
-for size in 64 4096; do
-	for op in set get; do
-		for clients in 50 1; do
+for size in ${APUS_BENCH_SIZES:-64 4096}; do
+	for op in ${APUS_BENCH_OPS:-set get}; do
+		for clients in ${APUS_BENCH_CLIENTS:-50 1}; do
 			n=$([ "$clients" -eq 50 ] && echo "$n50" || echo "$n1")
 			for ((r = 0; r < rounds; r++)); do
 				for s in $systems; do
@@ -297,6 +302,7 @@ else
 fi
 
 # ---- consensus microbenchmark ------------------------------------------------------
+[ "${APUS_BENCH_CONSENSUS:-1}" = 0 ] && exit 0
 {
 	echo
 	echo '```'
