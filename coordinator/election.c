@@ -124,8 +124,14 @@ int election_newer_request(struct node *n, uint64_t view)
 {
 	struct elect_req r;
 
+	/* A request for a newer view; or a pre-vote for a view past the next
+	 * one: its sender voted in (or saw) a view newer than VIEW, so it will
+	 * never follow this view's leader again, and the leader would never
+	 * hear of it if that request never reached us (a candidate of the
+	 * cluster's first second, before the connections were up). */
 	for (int k = 0; k < n->cfg.nnodes; k++)
-		if (k != n->self && read_request(n, k, &r) && !r.probe && r.view > view)
+		if (k != n->self && read_request(n, k, &r) &&
+		    (r.probe ? r.view > view + 1 : r.view > view))
 			return k;
 	return -1;
 }
