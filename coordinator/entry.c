@@ -37,6 +37,19 @@ void iov_gather(void *dst, const struct iovec *iov, int iovcnt, size_t skip, siz
 	}
 }
 
+size_t iov_scatter(const struct iovec *iov, int iovcnt, const void *src, size_t len)
+{
+	const char *p = src;
+	size_t done = 0;
+
+	for (int i = 0; i < iovcnt && done < len; i++) {
+		size_t k = iov[i].iov_len < len - done ? iov[i].iov_len : len - done;
+		memcpy(iov[i].iov_base, p + done, k);
+		done += k;
+	}
+	return done;
+}
+
 static uint32_t entry_crc(const struct entry_hdr *e)
 {
 	struct entry_hdr h = *e;

@@ -123,5 +123,16 @@ static inline uint64_t log_pos_next_lap(uint64_t log_size, uint64_t pos)
 
 /* Copies LEN bytes starting SKIP bytes into IOV to DST. */
 void iov_gather(void *dst, const struct iovec *iov, int iovcnt, size_t skip, size_t len);
+/* The inverse: copies at most LEN bytes of SRC into IOV; returns how many. */
+size_t iov_scatter(const struct iovec *iov, int iovcnt, const void *src, size_t len);
+
+static inline size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t t = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
 
 #endif

@@ -740,7 +740,7 @@ int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov,
 {
 	uint64_t h;
 	struct turn *s;
-	size_t done = 0;
+	size_t done;
 
 	if (__atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
@@ -754,12 +754,7 @@ int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov,
 		pthread_mutex_unlock(&r->take_lock);
 		return 0;
 	}
-	for (int i = 0; i < iovcnt && done < s->remaining; i++) {
-		size_t k = iov[i].iov_len < s->remaining - done ? iov[i].iov_len
-							       : (size_t)(s->remaining - done);
-		memcpy(iov[i].iov_base, s->data + (s->len - s->remaining) + done, k);
-		done += k;
-	}
+	done = iov_scatter(iov, iovcnt, s->data + (s->len - s->remaining), s->remaining);
 	s->remaining -= done;
 	__atomic_sub_fetch(&r->held, done, __ATOMIC_RELEASE);
 	if (!s->remaining)

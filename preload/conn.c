@@ -174,18 +174,19 @@ APUS_EXPORT int close(int fd)
 	struct fd_slot *s;
 
 	real_resolve();
-	if (shim_enter() && (s = fd_lookup(fd)) && s->ra_epoll) {
+	if (!shim_enter() || !(s = fd_lookup(fd)))
+		return real.close(fd);
+	if (s->ra_epoll) {
 		/* A set of the server's (epoll.c). */
 		__atomic_store_n(&s->ra_epoll, 0, __ATOMIC_RELEASE);
 		__atomic_store_n(&s->ra_kick, 0, __ATOMIC_RELEASE);
 	}
-	if (shim_enter() && (s = fd_lookup(fd)) && s->kind != FD_UNKNOWN) {
+	if (s->kind != FD_UNKNOWN) {
+		s->ep_set = 0;
 		if (s->kind == FD_CLIENT) {
 			readahead_forget(fd, s);
 			shim_log_close(s);
-		}
-		else if (s->kind == FD_REPLAY) {
-			s->ep_set = 0;
+		} else if (s->kind == FD_REPLAY) {
 			replay_tap_close(shim_node->replay, s->tap);
 		}
 		s->kind = FD_UNKNOWN;

@@ -8,15 +8,6 @@
 #include "../coordinator/replay.h"
 #include "shim.h"
 
-static size_t iov_total(const struct iovec *iov, int iovcnt)
-{
-	size_t t = 0;
-
-	for (int i = 0; i < iovcnt; i++)
-		t += iov[i].iov_len;
-	return t;
-}
-
 static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcnt, ssize_t n)
 {
 	/* A zero-length read returns 0 without meaning end of stream. */
@@ -57,8 +48,8 @@ static size_t gate(struct fd_slot *s, size_t want)
 /* Leader: a read served from what readahead.c read and replicated ahead
  * (or refused to keep log order); backup: from a held replay turn.
  * Returns 1 with *RET set if so. */
-static int read_ahead(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt, int flags,
-		      ssize_t *ret)
+static int served_here(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt, int flags,
+		       ssize_t *ret)
 {
 	if (s->kind == FD_REPLAY) {
 		/* Backup: a turn held for the server (inplace.c); a peek leaves it. */
@@ -93,7 +84,7 @@ APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 		return real.read(fd, buf, len);
 	struct iovec iov = { buf, len };
 	ssize_t n;
-	if (read_ahead(fd, s, &iov, 1, 0, &n))
+	if (served_here(fd, s, &iov, 1, 0, &n))
 		return n;
 	size_t cap = gate(s, len);
 	if (len && !cap)
@@ -112,7 +103,7 @@ APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
 		return real.readv(fd, iov, iovcnt);
-	if (read_ahead(fd, s, iov, iovcnt, 0, &n))
+	if (served_here(fd, s, iov, iovcnt, 0, &n))
 		return n;
 	want = iov_total(iov, iovcnt);
 	if (!(cap = gate(s, want)) && want)
@@ -134,7 +125,7 @@ APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct so
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
 		return real.recvfrom(fd, buf, len, flags, addr, alen);
-	if (read_ahead(fd, s, &iov, 1, flags, &n)) {
+	if (served_here(fd, s, &iov, 1, flags, &n)) {
 		if (n >= 0 && alen)
 			*alen = 0;	/* a stream socket names no sender */
 		return n;
@@ -164,7 +155,7 @@ APUS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
 		return real.recvmsg(fd, msg, flags);
-	if (read_ahead(fd, s, msg->msg_iov, (int)msg->msg_iovlen, flags, &n)) {
+	if (served_here(fd, s, msg->msg_iov, (int)msg->msg_iovlen, flags, &n)) {
 		if (n >= 0) {
 			msg->msg_namelen = 0;
 			msg->msg_controllen = 0;

@@ -47,41 +47,39 @@ static void after_output(struct fd_slot *s, const struct iovec *iov, int iovcnt,
 	flush(&c);
 }
 
-/* The slot of FD if it is a replicated client of this leader, else NULL;
- * holds the reply until its inputs are committed where so configured.
- * *DENY is set when the reply must never leave (the leader was deposed
- * before its inputs committed). */
-static inline struct fd_slot *before_output(int fd, int *deny)
+/* Decides a write of IOV to FD before it happens.  Returns 1 when it is
+ * done here, with *RET set: a backup's output on a replay connection goes
+ * straight to the output check (replay.h), not through the socket; a
+ * leader's reply that must never leave (deposed before its inputs
+ * committed) fails with ECONNRESET.  Otherwise 0, with *HASH the client
+ * slot whose output the checker hashes after the write (or NULL); with
+ * commit_wait = reply it returns only once the inputs are committed. */
+static inline int before_output(int fd, const struct iovec *iov, int iovcnt,
+				struct fd_slot **hash, ssize_t *ret)
 {
 	struct fd_slot *s = shim_tracked(fd);
+	size_t total;
 
-	*deny = 0;
-	if (!s || s->kind != FD_CLIENT)
+	*hash = NULL;
+	if (!s)
+		return 0;
+	if (s->kind == FD_REPLAY) {
+		total = iov_total(iov, iovcnt);
+		if (!total || total > SSIZE_MAX ||
+		    !replay_absorb(shim_node->replay, s->tap, iov, iovcnt))
+			return 0;
+		*ret = (ssize_t)total;
+		return 1;
+	}
+	if (s->kind != FD_CLIENT)
 		return 0;
 	if (shim_node->cfg.commit_wait == COMMIT_WAIT_REPLY && node_wait_output(shim_node)) {
-		*deny = 1;
 		errno = ECONNRESET;
-		return 0;
+		*ret = -1;
+		return 1;
 	}
-	return shim_node->cfg.checker ? s : 0;
-}
-
-/* Backup: what the server writes to a replay connection goes straight to
- * the output check (replay.h), not through the socket.  1 with *RET set
- * if so. */
-static int replay_output(int fd, const struct iovec *iov, int iovcnt, ssize_t *ret)
-{
-	struct fd_slot *s = shim_tracked(fd);
-	size_t total = 0;
-
-	if (!s || s->kind != FD_REPLAY)
-		return 0;
-	for (int i = 0; i < iovcnt; i++)
-		total += iov[i].iov_len;
-	if (!total || total > SSIZE_MAX || !replay_absorb(shim_node->replay, s->tap, iov, iovcnt))
-		return 0;
-	*ret = (ssize_t)total;
-	return 1;
+	*hash = shim_node->cfg.checker ? s : NULL;
+	return 0;
 }
 
 APUS_EXPORT ssize_t write(int fd, const void *buf, size_t len)
@@ -89,14 +87,10 @@ APUS_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 	struct fd_slot *s;
 
 	real_resolve();
-	int deny;
 	ssize_t n;
 
-	if (replay_output(fd, &(struct iovec){ (void *)buf, len }, 1, &n))
+	if (before_output(fd, &(struct iovec){ (void *)buf, len }, 1, &s, &n))
 		return n;
-	s = before_output(fd, &deny);
-	if (deny)
-		return -1;
 	n = real.write(fd, buf, len);
 	if (s && n > 0)
 		after_output(s, &(struct iovec){ (void *)buf, len }, 1, n);
@@ -108,14 +102,10 @@ APUS_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	struct fd_slot *s;
 
 	real_resolve();
-	int deny;
 	ssize_t n;
 
-	if (replay_output(fd, iov, iovcnt, &n))
+	if (before_output(fd, iov, iovcnt, &s, &n))
 		return n;
-	s = before_output(fd, &deny);
-	if (deny)
-		return -1;
 	n = real.writev(fd, iov, iovcnt);
 	if (s && n > 0)
 		after_output(s, iov, iovcnt, n);
@@ -128,14 +118,10 @@ APUS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	struct fd_slot *s;
 
 	real_resolve();
-	int deny;
 	ssize_t n;
 
-	if (replay_output(fd, &(struct iovec){ (void *)buf, len }, 1, &n))
+	if (before_output(fd, &(struct iovec){ (void *)buf, len }, 1, &s, &n))
 		return n;
-	s = before_output(fd, &deny);
-	if (deny)
-		return -1;
 	n = real.sendto(fd, buf, len, flags, addr, alen);
 	if (s && n > 0)
 		after_output(s, &(struct iovec){ (void *)buf, len }, 1, n);
@@ -152,14 +138,10 @@ APUS_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	struct fd_slot *s;
 
 	real_resolve();
-	int deny;
 	ssize_t n;
 
-	if (replay_output(fd, msg->msg_iov, (int)msg->msg_iovlen, &n))
+	if (before_output(fd, msg->msg_iov, (int)msg->msg_iovlen, &s, &n))
 		return n;
-	s = before_output(fd, &deny);
-	if (deny)
-		return -1;
 	n = real.sendmsg(fd, msg, flags);
 	if (s && n > 0)
 		after_output(s, msg->msg_iov, (int)msg->msg_iovlen, n);

@@ -48,7 +48,7 @@ static int q_warned;
 static int retry_fds[RETRY_CAP];
 static int nretry;
 
-static int active(void)
+int readahead_active(void)
 {
 	struct node *n = shim_node;
 
@@ -147,32 +147,16 @@ void readahead_forget(int fd, struct fd_slot *s)
 {
 	pthread_mutex_lock(&ra_lock);
 	drop_bytes(fd, s);
-	s->ep_set = 0;
 	s->ra_retry = 0;
 	s->ra_err = 0;
 	pthread_mutex_unlock(&ra_lock);
 }
 
-static ssize_t copy_out(struct fd_slot *s, const struct iovec *iov, int iovcnt)
-{
-	size_t done = 0, left = s->ra_len - s->ra_off;
-
-	for (int i = 0; i < iovcnt && left; i++) {
-		size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
-		memcpy(iov[i].iov_base, s->ra_buf + s->ra_off + done, k);
-		done += k;
-		left -= k;
-	}
-	return (ssize_t)done;
-}
-
 int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt, int peek,
 		   ssize_t *ret)
 {
-	size_t want = 0;
+	size_t want = iov_total(iov, iovcnt);
 
-	for (int i = 0; i < iovcnt; i++)
-		want += iov[i].iov_len;
 	if (!peek && want)
 		s->ra_want = want > RA_MAX_WANT ? RA_MAX_WANT : (uint32_t)want;
 	/* Nothing read ahead anywhere (always so off the read-ahead path). */
@@ -186,7 +170,7 @@ int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcn
 	if (s->ra_len > s->ra_off) {
 		if (!peek && q_head != fd && !head_stalled())
 			goto keep_order;
-		*ret = copy_out(s, iov, iovcnt);
+		*ret = (ssize_t)iov_scatter(iov, iovcnt, s->ra_buf + s->ra_off, s->ra_len - s->ra_off);
 		if (!peek) {
 			s->ra_off += (uint32_t)*ret;
 			if (s->ra_off == s->ra_len)
@@ -344,9 +328,4 @@ int readahead_wait(int epfd, struct epoll_event *ev, int max, int timeout,
 	if (n)
 		read_ahead(epfd, ev, n);
 	return n;
-}
-
-int readahead_active(void)
-{
-	return active();
 }
