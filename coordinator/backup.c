@@ -32,6 +32,7 @@ struct backup {
 	uint64_t seen_hb;	/* the leader's heartbeat word as last seen */
 	uint64_t hb_at_ns;	/* when it last moved (or we started to follow) */
 	int suspected;		/* silent for suspect_ms, or gone */
+	int reached;		/* we reached the leader we follow at least once */
 	uint64_t stand_at_ns;	/* when to stand for election if still leaderless */
 	uint64_t slot_hb[APUS_MAX_NODES];	/* each lead slot's heartbeat as last seen */
 	uint64_t slot_moved_ns[APUS_MAX_NODES];	/* and when it last moved */
@@ -87,6 +88,7 @@ static void follow(struct backup *b, int leader, uint64_t view, uint64_t now)
 	b->seen_hb = load64(&n->ctl->lead[leader].hb);
 	b->hb_at_ns = now;
 	b->suspected = 0;
+	b->reached = 0;
 	b->backoff = 0;
 	if (n->ctl->dur.view != view) {
 		n->ctl->dur.view = view;
@@ -238,13 +240,15 @@ static int connect_leader(struct backup *b, uint64_t now)
 	int rc;
 
 	if (n->ops->connected(n->tp, b->leader))
-		return 1;
+		return b->reached = 1;
 	rc = n->ops->connect(n->tp, b->leader);
 	if (rc == 0) {
 		pr_info("reached leader node %d", b->leader);
-		return 1;
+		return b->reached = 1;
 	}
-	if (rc == -ECONNREFUSED)
+	/* A leader we never reached may just not be up yet (a cluster
+	 * starting): its heartbeat, not a refusal, decides then. */
+	if (rc == -ECONNREFUSED && b->reached)
 		leader_gone(b, now, "refuses connections: its process is gone");
 	else if (rc != -EAGAIN)
 		pr_warn("cannot reach leader node %d: %s", b->leader, strerror(-rc));

@@ -209,6 +209,13 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 	}
 	if (!strcmp(k, "leader_hook"))
 		return copy_str(p, k, v, c->leader_hook, sizeof(c->leader_hook));
+	if (!strcmp(k, "region_dir")) {
+		if (strcmp(v, "none") && v[0] != '/') {
+			fail(p, "region_dir '%s' must be an absolute directory or 'none'", v);
+			return -1;
+		}
+		return copy_str(p, k, v, c->region_dir, sizeof(c->region_dir));
+	}
 	if (!strcmp(k, "app_port"))
 		return parse_int(p, k, v, 1, 65535, default_port);
 	if (!strcmp(k, "secret_file"))
@@ -270,6 +277,7 @@ static void set_defaults(struct apus_config *c)
 	c->max_entry = 64 << 10;
 	c->fsync = FSYNC_BATCH;
 	c->fsync_interval_ms = 50;
+	strcpy(c->region_dir, "/dev/shm");
 	c->checker = 1;
 	c->read_ahead = 1;
 	c->replay_in_place = 1;

@@ -12,6 +12,8 @@
  *   snapshot_cmd = redis-cli -s {data_dir}/redis.sock SAVE   snapshot_file = dump.rdb
  *             (how apus rebuild has a held backup's server write its state)
  *   secret_file = apus.key    (tcp/rdma peer admission, see admission.h)
+ *   region_dir = /dev/shm     (memory file system holding the regions; none:
+ *                             in data_dir, written back by msync; see wal.h)
  *   [node N]  address = A   app_port = P   peer_port = Q   data_dir = D
  *             netns = NAME  (run the node's server in that network namespace)
  *             guard_port = G (its guard serves snapshots for apus rebuild)
@@ -81,6 +83,7 @@ struct apus_config {
 	char snapshot_cmd[4096];
 	char snapshot_file[256];	/* run (sh -c) on a node when it starts to lead */
 	char secret_file[PATH_MAX];	/* absolute after loading */
+	char region_dir[PATH_MAX];	/* "none": the region stays in data_dir */
 	int nnodes;
 	struct node_conf nodes[APUS_MAX_NODES];	/* nodes[i].id == i */
 };

@@ -57,17 +57,25 @@ void node_save_durable(struct node *n)
 
 	/* The control page holds the durable words; a vote must be on disk
 	 * before anyone hears of it. */
-	if (msync(n->region, (size_t)pg, MS_SYNC) < 0)
+	if (n->wal.fd >= 0)
+		wal_save_ctl(&n->wal);
+	else if (msync(n->region, (size_t)pg, MS_SYNC) < 0)
 		pr_perror("msync of the durable words failed");
 }
 
-/* Makes log bytes [pos, pos+len) durable when fsync = always. */
+/* Log bytes [pos, pos+len) are to be durable (fsync = always: now). */
 void node_persist(struct node *n, uint64_t pos, size_t len)
 {
 	long pg = sysconf(_SC_PAGESIZE);
 	uintptr_t a, b;
 
-	if (n->cfg.fsync != FSYNC_ALWAYS || !len)
+	if (n->cfg.fsync == FSYNC_NONE || !len)
+		return;
+	if (n->wal.fd >= 0) {
+		wal_persist(&n->wal, pos, len);
+		return;
+	}
+	if (n->cfg.fsync != FSYNC_ALWAYS)
 		return;
 	a = (uintptr_t)(n->log + pos % n->log_size);
 	b = a + len;
@@ -76,9 +84,10 @@ void node_persist(struct node *n, uint64_t pos, size_t len)
 		pr_perror("msync of the log failed");
 }
 
-/* fsync = batch: the log reaches the disk at least every interval.  msync
- * of the mapping rather than fdatasync of a descriptor: the transport may
- * swap the file under the mapping (shm fencing). */
+/* fsync = batch: the log reaches the disk at least every interval: as a
+ * copy (wal.h), or, for a region on disk, by msync of the mapping rather
+ * than fdatasync of a descriptor (the transport may swap the file under
+ * the mapping: shm fencing). */
 static void *sync_main(void *arg)
 {
 	struct node *n = arg;
@@ -90,7 +99,9 @@ static void *sync_main(void *arg)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
 		nanosleep(&ts, NULL);
-		if (msync(n->region, n->region_size, MS_SYNC) < 0)
+		if (n->wal.fd >= 0)
+			wal_pass(&n->wal);
+		else if (msync(n->region, n->region_size, MS_SYNC) < 0)
 			pr_perror("msync of the log failed");
 	}
 	return NULL;
@@ -255,6 +266,7 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 {
 	struct node *n = calloc(1, sizeof(*n));
 	void *base;
+	struct region_origin origin;
 	int rc, recovered = 0;
 
 	if (!n) {
@@ -285,16 +297,24 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 		n->spin_ns = strtoull(spin, NULL, 10) * 1000ULL;
 	pthread_mutex_init(&n->lock, NULL);
 
-	rc = region_create(&n->cfg, self, &base, &n->region_fd, &recovered);
+	n->wal.fd = -1;
+	rc = region_create(&n->cfg, self, &base, &n->region_fd, &origin);
 	if (rc) {
 		snprintf(err, errlen, "cannot create the region in %s: %s",
 			 n->cfg.nodes[self].data_dir, strerror(-rc));
 		goto fail;
 	}
+	recovered = origin.recovered;
 	n->region = base;
 	n->region_size = region_size_for(n->log_size);
 	n->ctl = base;
 	n->log = n->region + REGION_CTL_SIZE;
+	rc = wal_open(&n->wal, &n->cfg, self, n->region, &origin);
+	if (rc) {
+		snprintf(err, errlen, "cannot keep the log's durable copy in %s: %s",
+			 n->cfg.nodes[self].data_dir, strerror(-rc));
+		goto fail;
+	}
 	node_pick_role(n, recovered);
 	node_checkpoint_seed(n);
 	rc = n->ops->open(&n->cfg, self, n->region, n->region_size, &n->tp);

@@ -19,6 +19,7 @@
 #include "entry.h"
 #include "region.h"
 #include "transport.h"
+#include "wal.h"
 
 struct replay;
 
@@ -34,6 +35,7 @@ struct node {
 	char *region;
 	size_t region_size;
 	int region_fd;
+	struct wal wal;		/* the log's durable copy when the region is in memory */
 	struct region_ctl *ctl;
 	char *log;		/* region + ctl->log_off */
 	uint64_t log_size;

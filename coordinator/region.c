@@ -1,12 +1,16 @@
 #define LOG_PREFIX "region: "
 #include "region.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <linux/magic.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,31 +57,117 @@ out:
 	return ok;
 }
 
-int region_create(const struct apus_config *cfg, int node, void **base, int *fdp, int *recovered)
+/* Whether DIR is a memory file system: its pages are never written back,
+ * so a shared mapping of a file there costs no write-protect fault per
+ * page and lap of the log (see wal.h). */
+static int memory_dir(const char *dir)
 {
-	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	struct statfs fs;
+
+	return statfs(dir, &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC) &&
+	       access(dir, W_OK | X_OK) == 0;
+}
+
+/* The file in region_dir that holds NODE's region: one name per data
+ * directory, so a node that restarts, or whose data directory was wiped,
+ * reuses (replaces) its file rather than leaving one more behind. */
+static int memory_path(const struct apus_config *cfg, int node, char *out, size_t len)
+{
+	char dir[PATH_MAX], name[64];
+	uint64_t h = 0xcbf29ce484222325ULL;	/* FNV-1a of the data directory */
+	size_t i;
+
+	if (config_node_path(cfg, node, ".", dir, sizeof(dir)))
+		return -1;
+	for (const char *c = dir; *c; c++)
+		h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+	snprintf(name, sizeof(name), "%s", cfg->cluster);
+	for (i = 0; name[i]; i++)
+		if (!isalnum((unsigned char)name[i]) && name[i] != '-' && name[i] != '_')
+			name[i] = '_';
+	return snprintf(out, len, "%s/apus-%s-n%d-%016llx.region", cfg->region_dir, name, node,
+			(unsigned long long)h) >= (int)len ? -1 : 0;
+}
+
+/* Creates TMP of SIZE bytes; in memory, every page is allocated now, so a
+ * full file system shows here and never as a SIGBUS in the server. */
+static int create_file(const char *tmp, size_t size, int in_memory)
+{
+	int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), err;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) < 0) {
+		err = -errno;
+		goto fail;
+	}
+	if (in_memory && (err = -posix_fallocate(fd, 0, (off_t)size)))
+		goto fail;
+	return fd;
+fail:
+	close(fd);
+	unlink(tmp);
+	return err;
+}
+
+/* Points the symlink PATH at TARGET (replacing whatever PATH is), in one
+ * rename so that a reader never finds no PATH. */
+static int link_into_place(const char *target, const char *path)
+{
+	char tmp[PATH_MAX + 32];
+
+	snprintf(tmp, sizeof(tmp), "%s.%d.link", path, (int)getpid());
+	unlink(tmp);
+	if (symlink(target, tmp) < 0)
+		return -errno;
+	if (rename(tmp, path) < 0) {
+		int err = -errno;
+		unlink(tmp);
+		return err;
+	}
+	return 0;
+}
+
+int region_create(const struct apus_config *cfg, int node, void **base, int *fdp,
+		  struct region_origin *origin)
+{
+	char path[PATH_MAX], wal[PATH_MAX], target[PATH_MAX], tmp[PATH_MAX + 32];
 	size_t size = region_size_for(cfg->log_size);
 	struct region_ctl *ctl;
 	struct timespec ts;
 	void *m;
 	int fd, err;
 
-	if (config_node_path(cfg, node, REGION_FILE, path, sizeof(path)))
+	memset(origin, 0, sizeof(*origin));
+	if (config_node_path(cfg, node, REGION_FILE, path, sizeof(path)) ||
+	    config_node_path(cfg, node, WAL_FILE, wal, sizeof(wal)))
 		return -ENAMETOOLONG;
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+	origin->in_memory = strcmp(cfg->region_dir, "none") && memory_dir(cfg->region_dir) &&
+			    memory_path(cfg, node, target, sizeof(target)) == 0;
+	if (!origin->in_memory) {
+		if (strcmp(cfg->region_dir, "none"))
+			pr_warn("%s is not a writable memory file system: the region of node %d "
+				"stays in its data_dir", cfg->region_dir, node);
+		snprintf(target, sizeof(target), "%s", path);
+	}
 	/* Built under a temporary name and renamed into place: a peer that
 	 * opens the path always finds a complete control page, and one that
 	 * still maps the previous file sees a new inode (a restart). */
-	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		err = -errno;
-		pr_perror("cannot create %s", tmp);
-		return err;
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", target, (int)getpid());
+	fd = create_file(tmp, size, origin->in_memory);
+	if (fd < 0 && origin->in_memory) {
+		errno = -fd;
+		pr_perror("cannot hold the region of node %d in %s; it stays in its data_dir",
+			  node, cfg->region_dir);
+		origin->in_memory = 0;
+		snprintf(target, sizeof(target), "%s", path);
+		snprintf(tmp, sizeof(tmp), "%s.%d.tmp", target, (int)getpid());
+		fd = create_file(tmp, size, 0);
 	}
-	if (ftruncate(fd, (off_t)size) < 0) {
-		err = -errno;
-		pr_perror("cannot size %s to %zu bytes", tmp, size);
-		goto fail;
+	if (fd < 0) {
+		errno = -fd;
+		pr_perror("cannot create %s (%zu bytes)", tmp, size);
+		return fd;
 	}
 	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
@@ -86,7 +176,13 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fdp
 		goto fail;
 	}
 	ctl = m;
-	*recovered = region_carry_over(path, node, size, m);
+	/* The previous process's region (through the symlink when it was in
+	 * memory); after a reboot only its durable copy is left. */
+	origin->recovered = region_carry_over(path, node, size, m);
+	if (!origin->recovered && region_carry_over(wal, node, size, m))
+		origin->recovered = origin->from_wal = 1;
+	if (origin->from_wal)
+		pr_info("node %d: region recovered from its durable copy %s", node, wal);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ctl->version = REGION_VERSION;
 	ctl->node = (uint32_t)node;
@@ -98,11 +194,19 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fdp
 	ctl->status.leader = -1;
 	/* Pairs with the acquire load of magic by peers and the CLI. */
 	store64(&ctl->magic, REGION_MAGIC);
-	if (rename(tmp, path) < 0) {
+	if (rename(tmp, target) < 0) {
 		err = -errno;
-		pr_perror("cannot rename %s to %s", tmp, path);
+		pr_perror("cannot rename %s to %s", tmp, target);
 		munmap(m, size);
 		goto fail;
+	}
+	if (origin->in_memory && (err = link_into_place(target, path))) {
+		errno = -err;
+		pr_perror("cannot link %s to %s", path, target);
+		munmap(m, size);
+		unlink(target);
+		close(fd);
+		return err;
 	}
 	*base = m;
 	*fdp = fd;
@@ -111,6 +215,15 @@ fail:
 	close(fd);
 	unlink(tmp);
 	return err;
+}
+
+int region_backing_path(const struct apus_config *cfg, int node, char *out)
+{
+	char path[PATH_MAX];
+
+	if (config_node_path(cfg, node, REGION_FILE, path, sizeof(path)))
+		return -ENAMETOOLONG;
+	return realpath(path, out) ? 0 : -errno;
 }
 
 static void *map_ctl(const struct apus_config *cfg, int node, int writable)

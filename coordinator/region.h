@@ -1,7 +1,10 @@
 /* The registered region every replica exposes to its peers: a control page
- * followed by the circular log.  It is a MAP_SHARED mapping of
- * <data_dir>/apus.region, so the log is on local disk as it lands (the
- * durable log) and `apus status` can read a node's status block.
+ * followed by the circular log.  It is a MAP_SHARED mapping of a file in
+ * region_dir (a memory file system, /dev/shm by default) that
+ * <data_dir>/apus.region links to, so peers on this host and `apus status`
+ * find it by the data directory; its durable copy is <data_dir>/apus.wal
+ * (wal.h).  With region_dir = none, or no memory file system, apus.region
+ * is the file itself and the log reaches the disk by msync.
  *
  * Peers only ever touch this memory through the transport's one-sided
  * writes; every field written by a peer is a naturally aligned 64-bit word. */
@@ -17,6 +20,7 @@
 #define REGION_VERSION 3
 #define REGION_CTL_SIZE 4096
 #define REGION_FILE "apus.region"
+#define WAL_FILE "apus.wal"
 
 enum node_role {
 	ROLE_DOWN = 0,
@@ -199,14 +203,25 @@ static inline size_t region_size_for(uint64_t log_size)
 	return REGION_CTL_SIZE + log_size;
 }
 
+/* Where a new region came from (region_create). */
+struct region_origin {
+	int recovered;	/* the log and durable words of a previous process were kept */
+	int from_wal;	/* ... taken from the durable copy (its memory file was gone) */
+	int in_memory;	/* the region lives in region_dir: keep apus.wal (wal.h) */
+};
+
 /* Maps a new incarnation of NODE's region: the log and the durable words
- * of the region file a previous process left (when it is valid and of the
- * configured size) are kept, everything else starts afresh.  The new file
- * is built aside and renamed into place, so peers still mapping the old
- * one see a restart.  Returns 0 with *BASE / *FD set and *RECOVERED = 1 if
- * an old region was carried over, or -errno. */
+ * of the region a previous process left (when it is valid and of the
+ * configured size), or else of its durable copy, are kept, everything
+ * else starts afresh.  The new file is built aside and renamed into place,
+ * so peers still mapping the old one see a restart.  Returns 0 with
+ * *BASE / *FD / *ORIGIN set, or -errno. */
 int region_create(const struct apus_config *cfg, int node, void **base, int *fd,
-		  int *recovered);
+		  struct region_origin *origin);
+
+/* The file behind NODE's <data_dir>/apus.region (symlink resolved) into
+ * OUT (PATH_MAX bytes).  Returns 0 or -errno. */
+int region_backing_path(const struct apus_config *cfg, int node, char *out);
 
 /* Maps NODE's region file read-only (just the control page) for inspection.
  * Returns the mapping or NULL with errno set.  Unmap with region_unmap_ctl. */

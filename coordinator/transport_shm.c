@@ -483,8 +483,10 @@ static int swap_region(struct shm_transport *s, int peer, uint64_t inc)
 	int in = -1, out = -1, rc = 0;
 	void *m;
 
-	if (config_node_path(s->cfg, s->self, REGION_FILE, path, sizeof(path)))
-		return -ENAMETOOLONG;
+	/* The file itself, not <data_dir>/apus.region linking to it. */
+	rc = region_backing_path(s->cfg, s->self, path);
+	if (rc)
+		return rc;
 	snprintf(tmp, sizeof(tmp), "%s.%d.fence", path, (int)getpid());
 	in = open(path, O_RDONLY | O_CLOEXEC);
 	if (in < 0 || fstat(in, &st) < 0) {

@@ -102,6 +102,16 @@ if [ "${#bats_files[@]}" -gt 0 ] && ! command -v bats >/dev/null 2>&1; then
 	bats_files=()
 fi
 
+# Test clusters keep their regions in /dev/shm (region_dir, memory that a
+# stopped cluster still holds for its restart): each suite's go when it ends.
+regions_before=$(ls /dev/shm/apus-*.region 2>/dev/null)
+drop_test_regions() {
+	local r
+	for r in /dev/shm/apus-*.region; do
+		[ -e "$r" ] && ! grep -qxF "$r" <<<"$regions_before" && rm -f "$r"
+	done
+}
+
 for run in "${bats_files[@]}"; do
 	f=${run%%|*}
 	setting=
@@ -153,6 +163,7 @@ for run in "${bats_files[@]}"; do
 	done < <(env ${setting:+"$setting"} timeout --kill-after=30 "$BATS_TIMEOUT" bats --tap "$f" 2>&1 </dev/null)
 	wait $! 2>/dev/null
 	rc=$?
+	drop_test_regions
 	echo "     ($suite: $((SECONDS - suite_start)) s)"
 	timed_out=0
 	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then

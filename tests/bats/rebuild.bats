@@ -132,7 +132,7 @@ function rebuild() {
 	echo "leader log_pos $pos reclaim_pos $reclaim"
 	[ "$pos" -ge 300000000 ] || fail "only $pos bytes went through the log"
 	[ $((pos - reclaim)) -le $((1024 * 1024)) ] || fail "the log holds $((pos - reclaim)) bytes"
-	assert_eq "$(stat -c %s "$(data_dir "$lead")/apus.region")" $((1024 * 1024 + 4096)) "the leader's region file size"
+	assert_eq "$(stat -L -c %s "$(data_dir "$lead")/apus.region")" $((1024 * 1024 + 4096)) "the leader's region file size"
 	retry 150 0.2 bash -c "[ \"\$(redis-cli -s '$dir/redis.sock' PING 2>/dev/null)\" = PONG ]" ||
 		fail "node $victim did not come back: $(cat "$gl")"
 	cat "$gl"

@@ -1,7 +1,8 @@
-/* fsync = always: the path that msyncs each entry before it is acked runs
- * on leader and backup, and the region files, read back through the file
- * descriptor rather than the mapping, hold every entry of the log.  (That
- * the bytes reached the platter needs a power cut to prove; not here.) */
+/* fsync = always: the path that writes each entry to the log's durable
+ * copy (apus.wal, wal.h) before it is acked runs on leader and backup, and
+ * the copies, read back through a file descriptor, hold every entry of the
+ * log.  (That the bytes reached the platter needs a power cut to prove;
+ * not here.) */
 #include <fcntl.h>
 
 #include "tests/unit/twonode.h"
@@ -32,7 +33,7 @@ int main(void)
 				   sizeof(data), NULL) == 0, "propose %d", i);
 	twonode_settle(&c);
 	for (int node = 0; node < 2; node++) {
-		snprintf(path, sizeof(path), "%s/n%d/apus.region", c.dir, node);
+		snprintf(path, sizeof(path), "%s/n%d/apus.wal", c.dir, node);
 		int fd = open(path, O_RDONLY);
 		CHECK(fd >= 0, "open %s", path);
 		twonode_walk(node ? c.backup : c.leader, 0, c.leader->tail, same_in_file, &fd);

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 
 int main(void)
@@ -48,7 +49,6 @@ int main(void)
 	/* The shim came up inside the fixture's constructor, from its first
 	 * intercepted call, not from our own constructor before it. */
 	CHECK(started && enter < started && started < after, "shim did not initialise lazily");
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	CHECK(system(cmd) == 0, "cleanup");
+	CHECK(testdir_remove(dir) == 0, "cleanup");
 	return 0;
 }

@@ -16,6 +16,7 @@
 #include "coordinator/logger.h"
 #include "coordinator/region.h"
 #include "coordinator/transport.h"
+#include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 
 #define LOG_MB 64
@@ -45,9 +46,9 @@ static int log_count(const char *needle)
 
 static void node_open(int k)
 {
-	int recovered;
+	struct region_origin origin;
 
-	CHECK(region_create(&cfg, k, &base[k], &fds[k], &recovered) == 0, "region %d", k);
+	CHECK(region_create(&cfg, k, &base[k], &fds[k], &origin) == 0, "region %d", k);
 	CHECK(transport_shm_ops.open(&cfg, k, base[k], region_size_for(cfg.log_size), &t[k]) == 0,
 	      "open %d", k);
 }
@@ -230,8 +231,5 @@ int main(void)
 
 	for (int k = 0; k < 3; k++)
 		t[k]->ops->close(t[k]);
-	snprintf(conf, sizeof(conf), "rm -rf %s", dir);
-	if (system(conf))
-		return 1;
-	return 0;
+	return testdir_remove(dir) ? 1 : 0;
 }

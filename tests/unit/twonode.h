@@ -12,6 +12,7 @@
 
 #include "coordinator/admission.h"
 #include "coordinator/node.h"
+#include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 
 struct twonode {
@@ -93,10 +94,7 @@ static inline void twonode_settle(struct twonode *c)
 
 static inline void twonode_cleanup(struct twonode *c)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", c->dir);
-	if (system(cmd) != 0)
+	if (testdir_remove(c->dir) != 0)
 		fprintf(stderr, "cannot remove %s\n", c->dir);
 }
 
