@@ -22,6 +22,7 @@ struct backup {
 	int leader;		/* whom we follow, -1: nobody */
 	int synced;		/* the leader's sync words for this view arrived */
 	uint64_t pos, expect;	/* next entry to agree on */
+	uint64_t checked_from;	/* agree() checked entries checked_from..expect-1 whole */
 	uint64_t sync_idx;	/* entries after this one must carry our view */
 	uint64_t sync_from, sync_upto;	/* the sync we acted on */
 	uint64_t commit;
@@ -83,7 +84,7 @@ static void follow(struct backup *b, int leader, uint64_t view, uint64_t now)
 
 	b->leader = leader;
 	b->pos = n->exec_pos;
-	b->expect = n->exec_idx;
+	b->expect = b->checked_from = n->exec_idx;
 	rejoin(b);
 	b->seen_hb = load64(&n->ctl->lead[leader].hb);
 	b->hb_at_ns = now;
@@ -178,7 +179,7 @@ static void take_sync(struct backup *b)
 	b->sync_upto = upto;
 	b->sync_idx = upto;
 	b->pos = from;
-	b->expect = from_idx;
+	b->expect = b->checked_from = from_idx;
 	__atomic_or_fetch(&n->connected, 1u << b->leader, __ATOMIC_RELEASE);
 	pr_info("node %d copied us its log from entry %llu to %llu", b->leader,
 		(unsigned long long)from_idx, (unsigned long long)upto);
@@ -421,7 +422,8 @@ void backup_run(struct node *n)
 			if (lc > b.commit)
 				b.commit = lc;
 			__atomic_store_n(&n->commit, b.commit, __ATOMIC_RELAXED);
-			progress |= node_execute(n, b.commit < b.expect - 1 ? b.commit : b.expect - 1);
+			progress |= node_execute(n, b.commit < b.expect - 1 ? b.commit : b.expect - 1,
+						 n->exec_idx >= b.checked_from ? b.expect - 1 : 0);
 		}
 		/* Turns the server has yet to take, or entries it has no room for. */
 		waiting_server = replay_maintain(n->replay) ||

@@ -89,6 +89,11 @@ size_t entry_write(void *at, const struct entry_meta *m, const struct iovec *iov
 
 int entry_check(const void *at, uint64_t idx, size_t room)
 {
+	return entry_landed(at, idx, room) && entry_crc(at) == ((const struct entry_hdr *)at)->crc;
+}
+
+int entry_landed(const void *at, uint64_t idx, size_t room)
+{
 	const struct entry_hdr *e = at;
 	uint64_t view, canary;
 	uint32_t sz;
@@ -111,7 +116,5 @@ int entry_check(const void *at, uint64_t idx, size_t room)
 	/* The fields read before the barrier may have been torn: re-check them. */
 	if (e->idx != idx || e->data_sz != sz || e->view != view)
 		return 0;
-	if (e->type < ENTRY_NOOP || e->type > ENTRY_HASH)
-		return 0;
-	return entry_crc(e) == e->crc;
+	return e->type >= ENTRY_NOOP && e->type <= ENTRY_HASH;
 }

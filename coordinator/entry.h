@@ -88,6 +88,9 @@ size_t entry_write(void *at, const struct entry_meta *m, const struct iovec *iov
  * ROOM bounds how far from AT the entry may reach (to the end of the log),
  * so a torn size field can never send the reader out of the log. */
 int entry_check(const void *at, uint64_t idx, size_t room);
+/* The same without the CRC: for an entry this reader checked whole before
+ * (the canary still says it is the same entry). */
+int entry_landed(const void *at, uint64_t idx, size_t room);
 
 static inline const void *entry_data(const struct entry_hdr *e)
 {

@@ -491,7 +491,7 @@ static int leader_check_deposed(struct node *n)
  * taken every turn, clients are welcome. */
 static void leader_catch_up(struct node *n)
 {
-	node_execute(n, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE));
+	node_execute(n, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE), 0);
 	if (n->exec_idx <= n->view_start || replay_maintain(n->replay))
 		return;
 	__atomic_store_n(&n->serving, 1, __ATOMIC_RELEASE);

@@ -113,14 +113,15 @@ static uint64_t skip_dead_tail(struct node *n, uint64_t pos)
 	return log_pos_marker_fits(n->log_size, pos) ? pos : log_pos_next_lap(n->log_size, pos);
 }
 
-const struct entry_hdr *node_entry_at(struct node *n, uint64_t *pos, uint64_t idx)
+/* node_entry_at(); CRC: verify the entry's CRC too. */
+static const struct entry_hdr *entry_at(struct node *n, uint64_t *pos, uint64_t idx, int crc)
 {
 	for (int hop = 0; hop < 2; hop++) {
 		uint64_t p = skip_dead_tail(n, *pos);
 		uint64_t off = p % n->log_size;
 		const struct entry_hdr *e = (const void *)(n->log + off);
 
-		if (!entry_check(e, idx, n->log_size - off))
+		if (!(crc ? entry_check : entry_landed)(e, idx, n->log_size - off))
 			return NULL;
 		if (e->type != ENTRY_WRAP) {
 			*pos = p;
@@ -129,6 +130,11 @@ const struct entry_hdr *node_entry_at(struct node *n, uint64_t *pos, uint64_t id
 		*pos = log_pos_next_lap(n->log_size, p);
 	}
 	return NULL;
+}
+
+const struct entry_hdr *node_entry_at(struct node *n, uint64_t *pos, uint64_t idx)
+{
+	return entry_at(n, pos, idx, 1);
 }
 
 void node_log_end(struct node *n, uint64_t *last_view, uint64_t *last_idx, uint64_t *end_pos)
@@ -167,7 +173,7 @@ static void report_applied(struct node *n)
 	n->ops->ring(n->tp, leader);
 }
 
-int node_execute(struct node *n, uint64_t upto)
+int node_execute(struct node *n, uint64_t upto, uint64_t checked)
 {
 	int progress = 0;
 
@@ -185,7 +191,7 @@ int node_execute(struct node *n, uint64_t upto)
 		if (batch && !(batch & 15) && now_ns() > until)
 			break;
 		uint64_t pos = n->exec_pos;
-		const struct entry_hdr *e = node_entry_at(n, &pos, n->exec_idx);
+		const struct entry_hdr *e = entry_at(n, &pos, n->exec_idx, n->exec_idx > checked);
 
 		if (!e) {
 			pr_err("entry %llu vanished from the log before execution",

@@ -147,9 +147,10 @@ const struct entry_hdr *node_entry_at(struct node *n, uint64_t *pos, uint64_t id
 void node_log_end(struct node *n, uint64_t *last_view, uint64_t *last_idx, uint64_t *end_pos);
 
 /* Executes entries exec_idx..UPTO of the local log through replay; returns
- * 1 if it made progress.  Reports applied positions to the leader (when
- * it is not the leader itself). */
-int node_execute(struct node *n, uint64_t upto);
+ * 1 if it made progress.  Entries up to CHECKED were verified whole (CRC)
+ * by this node already: only their canary is checked again.  Reports
+ * applied positions to the leader (when it is not the leader itself). */
+int node_execute(struct node *n, uint64_t upto, uint64_t checked);
 
 /* checkpoint.c.  Init reads the restore generation at start; poll answers
  * the guard's checkpoint requests (holding execution while one is taken)

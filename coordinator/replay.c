@@ -97,6 +97,7 @@ struct replay {
 	/* The entry in progress. */
 	uint64_t cur_idx;
 	uint64_t started_ns;
+	uint64_t port_warn_ns;	/* when we last said no port was free */
 	uint64_t seen_off, progress_ns;	/* CLOSE: our server's output progress */
 	int phase;
 	size_t sent_off;
@@ -293,6 +294,15 @@ static void conn_free(struct replay *r, struct rconn *c)
 	if (c->eof && r->n->cfg.checker)
 		out_check_finish(&c->chk);
 	pthread_mutex_unlock(&r->out_lock);
+	if (c->sock >= 0 && c->eof) {
+		/* Both directions ended (we sent our FIN first, the server's
+		 * came): an abortive close skips our TIME_WAIT.  Replay opens
+		 * a connection per logged one, and a long log replayed after a
+		 * restart would otherwise hold every port of the range for a
+		 * minute, with later connections failing to bind. */
+		struct linger now = { 1, 0 };
+		setsockopt(c->sock, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
+	}
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c);
@@ -356,6 +366,20 @@ static int exec_accept(struct replay *r, const struct entry_hdr *e)
 		return 1;
 	}
 	s = open_replay_socket(r, &tap);
+	/* Every port of the range is taken (TIME_WAIT of many short client
+	 * connections on this address): they free within a minute.  Wait
+	 * for one: dropping the connection would drop its writes. */
+	if (s == -EADDRINUSE || s == -EADDRNOTAVAIL) {
+		uint64_t now = now_ns();
+
+		free(c);
+		if (now - r->port_warn_ns > 1000000000ULL) {
+			r->port_warn_ns = now;
+			pr_warn("connection %llu: no free local port to replay it from; waiting",
+				(unsigned long long)e->idx);
+		}
+		return 0;
+	}
 	c->vs = (struct viewstamp){ e->view, e->idx };
 	c->r = r;
 	out_check_init(&c->chk, on_diverge, c);

@@ -10,7 +10,10 @@
 #   apus-sockets  apus with read_ahead = off and replay_in_place = off:
 #               also every replayed byte through a loopback socket (the
 #               path before both optimisations)
-#   (the last two only when named in APUS_BENCH_SYSTEMS: every cluster
+#   apus-ondisk   apus with region_dir = none: the region is a disk file
+#               written back by msync (the durable log before the apus.wal
+#               copy)
+#   (the last three only when named in APUS_BENCH_SYSTEMS: every cluster
 #   started adds its idle heartbeats to the machine the others run on)
 #   apus-tcp    3 replicas over tcp, each in its own network namespace
 #               (loopback addresses where namespaces are unavailable)
@@ -60,6 +63,7 @@ conf[apus]=$(shm_conf apus 28 "")
 conf[apus-reply]=$(shm_conf apus-reply 38 "commit_wait = reply")
 conf[apus-perread]=$(shm_conf apus-perread 48 "read_ahead = off")
 conf[apus-sockets]=$(shm_conf apus-sockets 68 "read_ahead = off\nreplay_in_place = off")
+conf[apus-ondisk]=$(shm_conf apus-ondisk 78 "region_dir = none")
 conf[apus-tcp]=$work/apus-tcp.conf
 sed -e "s#/tmp/apus-demo-tcp#$work/tcp#" -e 's/= 7100$/= 7580/' -e 's/= 7110$/= 7590/' \
 	-e 's/^fsync .*/fsync = batch/' -e 's/^guard .*/guard = off/' apps/redis/cluster-tcp.conf >"${conf[apus-tcp]}"
@@ -102,7 +106,7 @@ start_systems() {
 				--logfile "$work/bare.log" --pidfile "$work/bare.pid" >/dev/null
 			host[$s]=127.0.0.1 port[$s]=$bare_port
 			;;
-		apus | apus-perread | apus-sockets | apus-reply | apus-tcp)
+		apus | apus-perread | apus-sockets | apus-ondisk | apus-reply | apus-tcp)
 			"$apus" start --config "${conf[$s]}" >/dev/null
 			local addr
 			addr=$("$apus" status --config "${conf[$s]}" --json | tr -d ' \t\r\n' |
@@ -150,7 +154,7 @@ start_systems() {
 
 stop_systems() {
 	local s p
-	for s in apus apus-perread apus-sockets apus-reply apus-tcp; do
+	for s in apus apus-perread apus-sockets apus-ondisk apus-reply apus-tcp; do
 		"$apus" stop --config "${conf[$s]}" >/dev/null 2>&1 || true
 	done
 	for p in $(cat "$work"/bare.pid "$work"/wait-*.pid "$work"/etcd-*.pid 2>/dev/null); do
@@ -160,6 +164,8 @@ stop_systems() {
 }
 cleanup() {
 	stop_systems
+	# The regions in region_dir (memory) that the clusters' apus.region link to.
+	find "$work" -name apus.region -type l -exec sh -c 'rm -f "$(readlink "$1")"' _ {} \;
 	rm -rf "$work"
 }
 trap cleanup EXIT
