@@ -76,6 +76,9 @@ VARIANTS=(
 	"checker.bats|APUS_TEST_PATH=sockets"
 	"connections.bats|APUS_TEST_COMMIT_WAIT=reply"
 	"basic.bats|APUS_TEST_FSYNC=always"
+	# the region a disk file written back by msync (region_dir = none)
+	"basic.bats|APUS_TEST_REGION_DIR=none"
+	"wraparound.bats|APUS_TEST_REGION_DIR=none"
 	# tcp with each replica in its own network namespace (scripts/netns.sh)
 	"basic.bats|APUS_TEST_NETNS=tcp-netns"
 	"digest.bats|APUS_TEST_NETNS=tcp-netns"

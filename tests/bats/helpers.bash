@@ -120,6 +120,7 @@ function make_conf() {
 		echo "transport    = $transport"
 		echo "log_size     = $log_size"
 		echo "fsync        = ${APUS_TEST_FSYNC:-none}"
+		[ -n "${APUS_TEST_REGION_DIR:-}" ] && echo "region_dir   = $APUS_TEST_REGION_DIR"
 		echo "heartbeat_ms = 10"
 		# Above the default 100 ms: three replicas and a 50-client load on
 		# two shared cores stall a leader's heartbeat now and then, and a

@@ -90,6 +90,12 @@ int main(void)
 	expect_error("snapshot_file = ../x\n" NODES, 1, "a file name inside data_dir");
 	expect_error("snapshot_file = apus.region\n" NODES, 1, "not apus.*");
 	expect_error("snapshot_cmd = save {data_dir}\n" NODES, 0, "go together");
+	/* Where the regions live: a memory file system by default. */
+	expect_error("region_dir = shm\n" NODES, 1, "absolute directory or 'none'");
+	CHECK(load(NODES, &c, err, sizeof(err)) == 0 && !strcmp(c.region_dir, "/dev/shm"),
+	      "default region_dir: '%s'", c.region_dir);
+	CHECK(load("region_dir = none\n" NODES, &c, err, sizeof(err)) == 0 &&
+		      !strcmp(c.region_dir, "none"), "region_dir none: %s", err);
 	CHECK(load("snapshot_cmd = cli -s {data_dir}/s SAVE\nsnapshot_file = dump.rdb\n" NODES, &c,
 		   err, sizeof(err)) == 0, "%s", err);
 	CHECK(config_expand(&c, 0, c.snapshot_cmd, cmd, sizeof(cmd)) == 0 &&
