@@ -324,7 +324,11 @@ static int open_replay_socket(struct replay *r, struct replay_tap **tapp)
 		else
 			((struct sockaddr_in6 *)&local)->sin6_port = 0;
 		/* Bound before connecting: the tap must be armed before the
-		 * server can possibly accept. */
+		 * server can possibly accept.  SO_REUSEADDR lets the bind take
+		 * a port whose last replay connection is in TIME_WAIT: a long
+		 * log replayed after a restart opens thousands in seconds. */
+		int one = 1;
+		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		if (bind(s, (struct sockaddr *)&local, len) < 0 ||
 		    getsockname(s, (struct sockaddr *)&local, &len) < 0) {
 			int e = -errno;
