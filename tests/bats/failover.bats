@@ -203,7 +203,7 @@ function others() {
 	# connection the tests above made (thousands, ten restarts' worth of
 	# TIME_WAIT on 127.0.0.1), which is the restart test's business.
 	CONF=$(make_conf "$(test_dir hook)" 18700)
-	export CONF
+	HOOK_CONF=$CONF
 	sed -i '/^leader_hook/d' "$CONF"
 	sed -i "s|^app_cmd|leader_hook  = echo view=\$APUS_VIEW node=\$APUS_LEADER >> $out\\napp_cmd|" "$CONF"
 	start_cluster "$CONF"
@@ -219,5 +219,7 @@ function teardown() {
 	# Never leave a stopped or cut-off node behind a failed test.
 	[ -n "${PAUSED:-}" ] && "$FAULT" resume --config "$CONF" --node "$PAUSED" 2>/dev/null
 	[ -n "${PARTED:-}" ] && "$FAULT" heal --config "$CONF" --node "$PARTED" 2>/dev/null
+	# The leader_hook test's own cluster (teardown_file never sees it).
+	[ -n "${HOOK_CONF:-}" ] && stop_cluster "$HOOK_CONF"
 	return 0
 }
