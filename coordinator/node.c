@@ -66,8 +66,7 @@ void node_save_durable(struct node *n)
 /* Log bytes [pos, pos+len) are to be durable (fsync = always: now). */
 void node_persist(struct node *n, uint64_t pos, size_t len)
 {
-	long pg = sysconf(_SC_PAGESIZE);
-	uintptr_t a, b;
+	uintptr_t a, b, pg;
 
 	if (n->cfg.fsync == FSYNC_NONE || !len)
 		return;
@@ -77,6 +76,7 @@ void node_persist(struct node *n, uint64_t pos, size_t len)
 	}
 	if (n->cfg.fsync != FSYNC_ALWAYS)
 		return;
+	pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 	a = (uintptr_t)(n->log + pos % n->log_size);
 	b = a + len;
 	a &= ~(uintptr_t)(pg - 1);

@@ -97,11 +97,11 @@ struct replay {
 	/* The entry in progress. */
 	uint64_t cur_idx;
 	uint64_t started_ns;
-	uint64_t port_warn_ns;	/* when we last said no port was free */
 	uint64_t seen_off, progress_ns;	/* CLOSE: our server's output progress */
 	int phase;
 	size_t sent_off;
 
+	uint64_t port_warn_ns;	/* when we last said no local port was free */
 	char divergence_path[PATH_MAX];
 	char drain_buf[64 * 1024];
 };
@@ -294,15 +294,6 @@ static void conn_free(struct replay *r, struct rconn *c)
 	if (c->eof && r->n->cfg.checker)
 		out_check_finish(&c->chk);
 	pthread_mutex_unlock(&r->out_lock);
-	if (c->sock >= 0 && c->eof) {
-		/* Both directions ended (we sent our FIN first, the server's
-		 * came): an abortive close skips our TIME_WAIT.  Replay opens
-		 * a connection per logged one, and a long log replayed after a
-		 * restart would otherwise hold every port of the range for a
-		 * minute, with later connections failing to bind. */
-		struct linger now = { 1, 0 };
-		setsockopt(c->sock, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
-	}
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c);
