@@ -192,19 +192,25 @@ static void leader_sync_peers(struct node *n)
 	}
 }
 
-/* Notices peers that restarted or died: a synced one receives nothing
- * until it joins again; any gets heartbeats again once reached anew. */
+/* Notices synced peers that restarted, died or lost their connection:
+ * such a one receives nothing until it joins again (what we sent meanwhile
+ * is lost to it), and holds no log (a dead peer must never stall us); any
+ * gets heartbeats again once reached anew. */
 static void leader_check_peers(struct node *n)
 {
 	for (int k = 0; k < n->cfg.nnodes; k++) {
-		if (k == n->self || !n->ops->connected(n->tp, k) || n->ops->check(n->tp, k) == 0)
+		if (k == n->self)
 			continue;
-		if (!peer_synced(n, k))
+		/* check() also follows a peer that restarted to its new
+		 * region (shm), synced or not: ask every connected one. */
+		int lost = !n->ops->connected(n->tp, k);
+		if ((!lost && n->ops->check(n->tp, k) == 0) || !peer_synced(n, k))
 			continue;
 		__atomic_and_fetch(&n->connected, ~(1u << k), __ATOMIC_RELEASE);
 		n->peer_inc[k] = 0;
 		store64(&n->ctl->peer[k].acked, 0);
-		pr_warn("node %d restarted or died: it receives nothing until it joins again", k);
+		pr_warn("node %d %s: it receives nothing until it joins again", k,
+			lost ? "is no longer connected" : "restarted or died");
 	}
 }
 
