@@ -20,6 +20,7 @@
 /* Spinning only pays while the peer we wait for has a core of its own; on
  * a 2-core machine running three replicas it mostly steals that core. */
 #define DEFAULT_SPIN_US 5
+#define DEFAULT_SPIN_MAX_US 200
 
 void (*node_rebuild_hook)(struct node *n);
 
@@ -301,6 +302,8 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 	const char *spin = getenv("APUS_SPIN_US");
 	if (spin && *spin)
 		n->spin_ns = strtoull(spin, NULL, 10) * 1000ULL;
+	spin = getenv("APUS_SPIN_MAX_US");
+	n->spin_max_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_MAX_US) * 1000ULL;
 	pthread_mutex_init(&n->lock, NULL);
 
 	n->wal.fd = -1;

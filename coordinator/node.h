@@ -44,6 +44,7 @@ struct node {
 	const struct transport_ops *ops;
 	int stopping;
 	uint64_t spin_ns;	/* how long a wait spins before it sleeps (APUS_SPIN_US) */
+	uint64_t spin_max_ns;	/* how far a backup's spin may grow (APUS_SPIN_MAX_US) */
 	uint64_t started_ns;
 	pthread_t thread;	/* the role thread */
 	pthread_t sync_thread;	/* fsync = batch */
