@@ -350,19 +350,6 @@ static int work_pending(struct backup *b)
 	return node_entry_at(b->n, &pos, b->expect) != NULL;
 }
 
-/* Whether our acks make the quorum: the quorum-1 backups first after the
- * leader (in node order) spin through the gaps between entries (see
- * spin.h); the others sleep after the short spin and ack when woken.  A
- * 3-node cluster so keeps one backup spinning under a steady load, not
- * two: on a 2-core machine the second would starve the servers. */
-static int acks_fast(struct backup *b)
-{
-	struct node *n = b->n;
-	int rank = (n->self - b->leader - 1 + n->cfg.nnodes) % n->cfg.nnodes;
-
-	return b->leader >= 0 && rank < n->quorum - 1;
-}
-
 /* Without a live leader long enough (and after our back-off): stand. */
 static int time_to_stand(struct backup *b, uint64_t now)
 {
@@ -459,7 +446,8 @@ void backup_run(struct node *n)
 			idle_since = now;
 			continue;
 		}
-		if (now - idle_since < (acks_fast(&b) ? spin.ns : n->spin_ns)) {
+		if (now - idle_since < (b.leader >= 0 && node_acks_fast(n, b.leader, n->self) ? spin.ns
+													   : n->spin_ns)) {
 			cpu_relax();
 			continue;
 		}

@@ -52,15 +52,40 @@ static uint64_t leader_reclaim_pos(struct node *n, uint64_t end)
 	return end - all <= n->log_size ? all : synced;
 }
 
+/* Rings the synced peers after writes to them.  Where writes land by
+ * themselves, only those whose acks make the quorum are rung per entry
+ * (unless too few of them are synced): the others, asleep between
+ * batches, would cost a futex wake-up each time, on the server's thread.
+ * They wake on their own every quarter heartbeat, at every heartbeat, and
+ * when a wait for commit or for room outlasts its spin (ALL). */
+static void leader_ring(struct node *n, int all)
+{
+	if (!all && n->ops->writes_land) {
+		int fast = 0;
+
+		for (int k = 0; k < n->cfg.nnodes; k++)
+			if (k != n->self && peer_synced(n, k) && node_acks_fast(n, n->self, k))
+				fast++;
+		all = fast < n->quorum - 1;
+	}
+	for (int k = 0; k < n->cfg.nnodes; k++)
+		if (k != n->self && peer_synced(n, k) && (all || node_acks_fast(n, n->self, k)))
+			n->ops->ring(n->tp, k);
+}
+
+static void ring_all(struct node *n)
+{
+	leader_ring(n, 1);
+}
+
 /* Tells every synced peer the commit index; backups keep the largest they saw. */
 static void leader_publish_commit(struct node *n, uint64_t commit)
 {
-	for (int k = 0; k < n->cfg.nnodes; k++) {
-		if (k == n->self || !peer_synced(n, k))
-			continue;
-		n->ops->write(n->tp, k, offsetof(struct region_ctl, lead[n->self].commit), &commit, 8);
-		n->ops->ring(n->tp, k);
-	}
+	for (int k = 0; k < n->cfg.nnodes; k++)
+		if (k != n->self && peer_synced(n, k))
+			n->ops->write(n->tp, k, offsetof(struct region_ctl, lead[n->self].commit),
+				      &commit, 8);
+	leader_ring(n, 0);
 }
 
 static void leader_set_commit(struct node *n, uint64_t idx)
@@ -245,10 +270,11 @@ static int space_free(struct node *n, uint64_t end)
 }
 
 /* While the log is full: backups apply only what is committed, so keep
- * commit moving. */
+ * commit moving, and wake every backup (what they applied frees it). */
 static void space_idle(struct node *n)
 {
 	leader_commit_from_peers(n);
+	ring_all(n);
 }
 
 /* Before appending an event of LEN bytes (called with n->lock held):
@@ -363,9 +389,8 @@ static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
 	} while (done < len);
 	pthread_mutex_unlock(&n->lock);
 
-	for (int k = 0; ring && k < n->cfg.nnodes; k++)
-		if (k != n->self && peer_synced(n, k))
-			n->ops->ring(n->tp, k);
+	if (ring)
+		leader_ring(n, 0);
 	uint64_t cur = __atomic_load_n(&n->self_acked, __ATOMIC_ACQUIRE);
 	while (cur < m.idx &&
 	       !__atomic_compare_exchange_n(&n->self_acked, &cur, m.idx, 0, __ATOMIC_ACQ_REL,
@@ -387,7 +412,7 @@ int node_propose(struct node *n, int type, struct viewstamp conn, const struct i
 
 	struct entry_wait w = { last_idx,
 				(const struct entry_hdr *)(n->log + last_pos % n->log_size) };
-	return leader_wait(n, entry_committed, (uint64_t)(uintptr_t)&w, NULL);
+	return leader_wait(n, entry_committed, (uint64_t)(uintptr_t)&w, ring_all);
 }
 
 int node_propose_batch(struct node *n, const struct proposal *p, int count)
@@ -404,7 +429,7 @@ int node_propose_batch(struct node *n, const struct proposal *p, int count)
 	/* Backups ack in log order: the last entry's commit commits all. */
 	struct entry_wait w = { last_idx,
 				(const struct entry_hdr *)(n->log + last_pos % n->log_size) };
-	return leader_wait(n, entry_committed, (uint64_t)(uintptr_t)&w, NULL);
+	return leader_wait(n, entry_committed, (uint64_t)(uintptr_t)&w, ring_all);
 }
 
 int node_record(struct node *n, int type, const void *data, size_t len)
@@ -434,7 +459,7 @@ int node_wait_output(struct node *n)
 		return -EPERM;
 	if (__atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) >= idx)
 		return 0;
-	return leader_wait(n, all_committed, idx, NULL);
+	return leader_wait(n, all_committed, idx, ring_all);
 }
 
 /* A newly elected leader: forget what backups reported to an earlier

@@ -185,4 +185,14 @@ static inline int node_role(struct node *n)
 	return __atomic_load_n(&n->role, __ATOMIC_ACQUIRE);
 }
 
+/* Whether PEER's acks make LEADER's quorum: the quorum-1 backups first
+ * after the leader in node order.  They spin through a steady stream of
+ * entries and are rung per entry; the others sleep between batches (see
+ * spin.h and leader_ring()).  A 3-node cluster keeps one backup spinning,
+ * not two: on a 2-core machine the second would starve the servers. */
+static inline int node_acks_fast(const struct node *n, int leader, int peer)
+{
+	return (peer - leader - 1 + n->cfg.nnodes) % n->cfg.nnodes < n->quorum - 1;
+}
+
 #endif

@@ -22,6 +22,10 @@ struct transport;
 
 struct transport_ops {
 	const char *name;
+	/* Writes land without ring(): a ring only wakes a peer asleep in
+	 * wait(), so a peer whose answer no one waits for need not be rung
+	 * per write (the protocol rings it later, in a batch). */
+	int writes_land;
 	/* Opens node SELF's endpoint over its registered REGION of SIZE bytes. */
 	int (*open)(const struct apus_config *cfg, int self, void *region, size_t size,
 		    struct transport **out);

@@ -647,6 +647,7 @@ const struct transport_ops transport_shm_ops = {
 	.connected = shm_connected,
 	.check = shm_check,
 	.write = shm_write,
+	.writes_land = 1,
 	.ring = shm_ring,
 	.poll = shm_poll,
 	.bell = shm_bell,
