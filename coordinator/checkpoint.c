@@ -108,6 +108,7 @@ void node_checkpoint_seed(struct node *n)
 	n->exec_pos = pos;
 	n->exec_view = view;
 	n->applied = idx;
+	n->seed_idx = idx;
 	/* Never the leader of a fresh cluster: it follows whoever leads. */
 	n->role = ROLE_BACKUP;
 	n->leader = -1;

@@ -66,6 +66,7 @@ struct node {
 	 * the role thread only). */
 	struct replay *replay;
 	uint64_t applied;	/* atomic */
+	uint64_t seed_idx;	/* our server started from a peer's snapshot at this entry (0: no) */
 	uint64_t exec_pos, exec_idx, exec_view;	/* next entry to execute; view of the last one */
 
 	/* Checkpoints (checkpoint.c; the role thread only). */

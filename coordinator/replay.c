@@ -64,6 +64,7 @@ struct rconn {
 	struct replay *r;
 	int sock;
 	int dead;		/* no socket, or the server dropped it: skip its entries */
+	int adopted;		/* opened before our snapshot: see adopt() */
 	int eof;		/* we read the end of the server's output */
 	struct replay_tap *tap;
 	uint64_t closed_ns;	/* when its CLOSE was replayed */
@@ -350,14 +351,18 @@ static int open_replay_socket(struct replay *r, struct replay_tap **tapp)
 	return -EADDRINUSE;
 }
 
-static int exec_accept(struct replay *r, const struct entry_hdr *e)
+/* Opens our connection to the server for the client connection the
+ * leader accepted as (VIEW, IDX).  0: no local port is free yet, try
+ * again; 1: done (*OUT may be dead: no socket, or no server). */
+static int conn_open(struct replay *r, uint64_t view, uint64_t idx, struct rconn **out)
 {
 	struct replay_tap *tap = NULL;
 	struct rconn *c = calloc(1, sizeof(*c));
 	int s;
 
+	*out = NULL;
 	if (!c) {
-		pr_err("out of memory for connection %llu", (unsigned long long)e->idx);
+		pr_err("out of memory for connection %llu", (unsigned long long)idx);
 		return 1;
 	}
 	s = open_replay_socket(r, &tap);
@@ -371,25 +376,26 @@ static int exec_accept(struct replay *r, const struct entry_hdr *e)
 		if (now - r->port_warn_ns > 1000000000ULL) {
 			r->port_warn_ns = now;
 			pr_warn("connection %llu: no free local port to replay it from; waiting",
-				(unsigned long long)e->idx);
+				(unsigned long long)idx);
 		}
 		return 0;
 	}
-	c->vs = (struct viewstamp){ e->view, e->idx };
+	*out = c;
+	c->vs = (struct viewstamp){ view, idx };
 	c->r = r;
 	out_check_init(&c->chk, on_diverge, c);
 	c->sock = s;
 	c->tap = tap;
-	c->next = r->buckets[e->idx % NBUCKETS];
-	r->buckets[e->idx % NBUCKETS] = c;
+	c->next = r->buckets[idx % NBUCKETS];
+	r->buckets[idx % NBUCKETS] = c;
 	if (s < 0) {
-		pr_err("connection %llu: no socket: %s", (unsigned long long)e->idx, strerror(-s));
+		pr_err("connection %llu: no socket: %s", (unsigned long long)idx, strerror(-s));
 		c->dead = 1;
 		return 1;
 	}
 	if (connect(s, (struct sockaddr *)&r->app, r->app_len) < 0 && errno != EINPROGRESS) {
 		pr_perror("connection %llu: cannot connect to the local server",
-			  (unsigned long long)e->idx);
+			  (unsigned long long)idx);
 		c->dead = 1;
 		return 1;
 	}
@@ -401,11 +407,44 @@ static int exec_accept(struct replay *r, const struct entry_hdr *e)
 	return 1;
 }
 
+static int exec_accept(struct replay *r, const struct entry_hdr *e)
+{
+	struct rconn *c;
+
+	return conn_open(r, e->view, e->idx, &c);
+}
+
+/* Input for a client connection the leader accepted before the entry our
+ * server's snapshot stands at (apus rebuild): the snapshot holds the
+ * server's data, not its connections, so the input goes through a
+ * connection of our own, opened now.  Right for a client between whole
+ * requests in the connection's default state (a pooled client's next
+ * request); what the connection carried in the peer's server (a SELECT,
+ * a MULTI, half a request) is not in the snapshot.  Its output cannot be
+ * checked against the leader's (the offsets differ), so it is not. */
+static int adopt(struct replay *r, const struct entry_hdr *e, struct rconn **out)
+{
+	if (!conn_open(r, e->conn_view, e->conn_idx, out))
+		return 0;
+	if (*out) {
+		(*out)->adopted = 1;
+		(*out)->chk.diverged = 1;	/* never reports */
+		pr_info("connection %llu.%llu, open before our snapshot (entry %llu): "
+			"replaying its input on a connection of our own",
+			(unsigned long long)e->conn_view, (unsigned long long)e->conn_idx,
+			(unsigned long long)r->n->seed_idx);
+	}
+	return 1;
+}
+
 static int exec_recv(struct replay *r, const struct entry_hdr *e)
 {
 	struct rconn *c = conn_find(r, e->conn_idx);
 	const char *data = entry_data(e);
 
+	if (!c && e->conn_idx <= r->n->seed_idx && !conn_find_any(r, e->conn_idx) &&
+	    !adopt(r, e, &c))
+		return 0;
 	if (!c || c->dead || !e->data_sz)
 		return 1;
 	if (r->phase == 0) {
