@@ -22,7 +22,14 @@ work=$(mktemp -d /tmp/apus-ckbench.XXXXXX)
 conf=$work/c.conf
 sed -e "s#/tmp/apus-demo#$work#" -e 's/= 700\([123]\)/= 745\1/' \
 	-e 's/^guard .*/guard = off/' apps/redis/cluster-shm.conf >"$conf"
-trap '"$apus" stop --config "$conf" >/dev/null 2>&1 || true; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+cleanup() {
+	"$apus" stop --config "$conf" >/dev/null 2>&1 || true
+	[ -n "${KEEP:-}" ] && return
+	# The regions in region_dir (memory) that the nodes' apus.region link to.
+	find "$work" -name apus.region -type l -exec sh -c 'rm -f "$(readlink "$1")"' _ {} \;
+	rm -rf "$work"
+}
+trap cleanup EXIT
 
 command -v criu >/dev/null || { echo "checkpoint-bench: criu is not installed" >&2; exit 1; }
 make -s all >/dev/null

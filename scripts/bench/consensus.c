@@ -12,6 +12,7 @@
  *   pingpong   mode=tcp   p50_us=.. p99_us=..
  *   consensus  transport=shm size=64 threads=1 n=20000 p50_us=.. p99_us=.. p999_us=.. ops_per_s=.. */
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,19 @@ static void bench_consensus(const char *dir, const char *transport, size_t size,
 		waitpid(kids[k], NULL, 0);
 	}
 	free(lat);
+	/* The regions live in region_dir (/dev/shm), behind the links in the
+	 * data dirs: removing the dirs would leave them, 64 MB each. */
+	for (int i = 0; i < 3; i++) {
+		char link[600], target[PATH_MAX];
+		ssize_t k;
+
+		snprintf(link, sizeof(link), "%s/n%d/apus.region", dir, i);
+		k = readlink(link, target, sizeof(target) - 1);
+		if (k > 0) {
+			target[k] = 0;
+			unlink(target);
+		}
+	}
 }
 
 /* Two processes bounce a counter through one shared cache line. */
