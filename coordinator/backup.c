@@ -446,8 +446,9 @@ void backup_run(struct node *n)
 			idle_since = now;
 			continue;
 		}
-		if (now - idle_since < (b.leader >= 0 && node_acks_fast(n, b.leader, n->self) ? spin.ns
-													   : n->spin_ns)) {
+		/* Only a backup whose acks make the quorum spins long (spin.h). */
+		int fast = b.leader >= 0 && node_acks_fast(n, b.leader, n->self);
+		if (now - idle_since < (fast ? spin.ns : n->spin_ns)) {
 			cpu_relax();
 			continue;
 		}
