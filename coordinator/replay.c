@@ -64,7 +64,6 @@ struct rconn {
 	struct replay *r;
 	int sock;
 	int dead;		/* no socket, or the server dropped it: skip its entries */
-	int adopted;		/* opened before our snapshot: see adopt() */
 	int eof;		/* we read the end of the server's output */
 	struct replay_tap *tap;
 	uint64_t closed_ns;	/* when its CLOSE was replayed */
@@ -427,7 +426,6 @@ static int adopt(struct replay *r, const struct entry_hdr *e, struct rconn **out
 	if (!conn_open(r, e->conn_view, e->conn_idx, out))
 		return 0;
 	if (*out) {
-		(*out)->adopted = 1;
 		(*out)->chk.diverged = 1;	/* never reports */
 		pr_info("connection %llu.%llu, open before our snapshot (entry %llu): "
 			"replaying its input on a connection of our own",

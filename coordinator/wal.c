@@ -161,7 +161,5 @@ void wal_pass(struct wal *w)
 	pthread_mutex_unlock(&w->lock);
 	if (hi > lo && put_log(w, lo, hi))
 		pr_perror("cannot write the log's durable copy");
-	if (put(w, 0, REGION_CTL_SIZE))
-		pr_perror("cannot write the durable words' copy");
-	sync_copy(w);
+	wal_save_ctl(w);
 }

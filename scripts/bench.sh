@@ -164,8 +164,7 @@ stop_systems() {
 }
 cleanup() {
 	stop_systems
-	# The regions in region_dir (memory) that the clusters' apus.region link to.
-	find "$work" -name apus.region -type l -exec sh -c 'rm -f "$(readlink "$1")"' _ {} \;
+	bash scripts/drop-regions.sh "$work"
 	rm -rf "$work"
 }
 trap cleanup EXIT

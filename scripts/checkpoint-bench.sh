@@ -25,8 +25,7 @@ sed -e "s#/tmp/apus-demo#$work#" -e 's/= 700\([123]\)/= 745\1/' \
 cleanup() {
 	"$apus" stop --config "$conf" >/dev/null 2>&1 || true
 	[ -n "${KEEP:-}" ] && return
-	# The regions in region_dir (memory) that the nodes' apus.region link to.
-	find "$work" -name apus.region -type l -exec sh -c 'rm -f "$(readlink "$1")"' _ {} \;
+	bash scripts/drop-regions.sh "$work"
 	rm -rf "$work"
 }
 trap cleanup EXIT

@@ -44,8 +44,7 @@ cleanup() {
 	local t
 	for t in $transports; do "$apus" stop --config "${conf[$t]}" >/dev/null 2>&1 || true; done
 	[ -n "${APUS_FAILOVER_KEEP:-}" ] && { echo "kept $work"; return; }
-	# The regions in region_dir (memory) that the nodes' apus.region link to.
-	find "$work" -name apus.region -type l -exec sh -c 'rm -f "$(readlink "$1")"' _ {} \;
+	bash scripts/drop-regions.sh "$work"
 	rm -rf "$work"
 }
 trap cleanup EXIT

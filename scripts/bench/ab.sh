@@ -41,10 +41,7 @@ run_apus() { # APUS-BINARY [ENV...]
 	out=$(build/bench/loadgen --proto redis --host "${addr%:*}" --port "${addr##*:}" $args 2>&1 | tail -n 1)
 	echo "$out cpu_ticks=$(($(ticks $pids) - t0))"
 	"$bin" stop --config "$conf" >/dev/null
-	# the regions in /dev/shm that the nodes' apus.region link to
-	for i in 0 1 2; do
-		[ -L "$work/c/node$i/apus.region" ] && rm -f "$(readlink "$work/c/node$i/apus.region")"
-	done
+	bash scripts/drop-regions.sh "$work/c"
 }
 
 for ((r = 1; r <= rounds; r++)); do
