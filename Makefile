@@ -45,8 +45,9 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 FIXTURE := $(BUILD)/tests/unit/libfixture.so
 
 LOADGEN := $(BUILD)/bench/loadgen
+LISTAUDIT := $(BUILD)/bench/listaudit
 
-all: $(LIBAPUS) $(CLI) $(UNIT_BIN) $(FIXTURE) $(LOADGEN)
+all: $(LIBAPUS) $(CLI) $(UNIT_BIN) $(FIXTURE) $(LOADGEN) $(LISTAUDIT)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -120,5 +121,10 @@ $(FAILOVER): scripts/bench/failover.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
-bench-bin: $(BENCH_BIN) $(LOADGEN) $(FAILOVER)
+bench-bin: $(BENCH_BIN) $(LOADGEN) $(FAILOVER) $(LISTAUDIT)
 .PHONY: bench-bin
+# The acknowledged-writes audit client (RPUSH positions); tests/bats/listaudit.bats.
+$(LISTAUDIT): scripts/bench/listaudit.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<

@@ -30,6 +30,7 @@ struct backup {
 	uint64_t last_hb_ns;	/* when we last reported liveness to the leader */
 	uint64_t join_ns;	/* when we last asked to join */
 	uint64_t join_seq;	/* our current join: the leader's copy names it */
+	uint64_t snap_told;	/* the recovery point position the leader knows of */
 	uint64_t agreed_ns;	/* when agreement last moved (or we synced) */
 	uint64_t seen_hb;	/* the leader's heartbeat word as last seen */
 	uint64_t hb_at_ns;	/* when it last moved (or we started to follow) */
@@ -75,6 +76,7 @@ static void rejoin(struct backup *b)
 	b->join_seq = (b->join_seq > last ? b->join_seq : last) + 1;
 	store64(&b->n->ctl->status.join_seq, b->join_seq);
 	b->join_ns = 0;
+	b->snap_told = UINT64_MAX;	/* a new leader knows nothing of it */
 }
 
 /* Starts following LEADER in VIEW: our agreement restarts from what our
@@ -174,6 +176,9 @@ static void take_sync(struct backup *b)
 		return;
 	}
 	n->ctl->status.behind = 0;
+	/* Past from_idx our log is now the leader's: entries we held there
+	 * may be gone; agreement records the newest again. */
+	node_set_hint(n, 0, 0, 0);
 	b->synced = 1;
 	b->agreed_ns = now_ns();
 	b->sync_from = from;
@@ -184,6 +189,20 @@ static void take_sync(struct backup *b)
 	__atomic_or_fetch(&n->connected, 1u << b->leader, __ATOMIC_RELEASE);
 	pr_info("node %d copied us its log from entry %llu to %llu", b->leader,
 		(unsigned long long)from_idx, (unsigned long long)upto);
+}
+
+/* Tells the leader our recovery point (it reclaims no log a majority's
+ * snapshots do not cover), once per leader and after each snapshot. */
+static void tell_snapshot(struct backup *b)
+{
+	struct node *n = b->n;
+	uint64_t w[2] = { __atomic_load_n(&n->snap_idx, __ATOMIC_ACQUIRE),
+			  __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE) };
+
+	if (w[1] == b->snap_told)
+		return;
+	write_leader(b, offsetof(struct region_ctl, peer[n->self].snap_idx), w, sizeof(w));
+	b->snap_told = w[1];
 }
 
 /* Asks the leader to copy us its log from where our server stands. */
@@ -204,6 +223,7 @@ static void join(struct backup *b, uint64_t now)
 static int agree(struct backup *b)
 {
 	struct node *n = b->n;
+	uint64_t last_pos = 0, last_view = 0;
 	int got = 0;
 
 	for (; got < AGREE_BATCH; got++) {
@@ -218,6 +238,8 @@ static int agree(struct backup *b)
 			break;
 		size_t sz = entry_size(e->data_sz);
 		node_persist(n, pos, sz);
+		last_pos = pos;
+		last_view = e->view;
 		/* The ack: our index into the entry's reply slot in the leader's log. */
 		write_leader(b, node_log_off(n, pos) + offsetof(struct entry_hdr, reply[n->self]),
 			     &e->idx, 8);
@@ -228,6 +250,7 @@ static int agree(struct backup *b)
 	}
 	if (got) {
 		uint64_t acked = b->expect - 1;
+		node_set_hint(n, acked, last_pos, last_view);
 		write_leader(b, offsetof(struct region_ctl, peer[n->self].acked), &acked, 8);
 		n->ops->ring(n->tp, b->leader);
 	}
@@ -355,6 +378,10 @@ static int time_to_stand(struct backup *b, uint64_t now)
 {
 	if (b->leader >= 0 && !b->suspected)
 		return 0;
+	/* Our server cannot reach the end of our log: as leader we would
+	 * serve a partial state.  We still vote for a node that can. */
+	if (!__atomic_load_n(&b->n->recoverable, __ATOMIC_ACQUIRE))
+		return 0;
 	return now >= b->stand_at_ns;
 }
 
@@ -387,6 +414,7 @@ void backup_run(struct node *n)
 		/* Back from a checkpoint: our server is older than our log. */
 		if (node_checkpoint_poll(n) && b.leader >= 0)
 			rejoin(&b);
+		node_snapshot_poll(n);
 		find_leader(&b, now);
 		/* A candidate asks: is our leader really there?  Ask the
 		 * transport now rather than at the next heartbeat check. */
@@ -434,8 +462,11 @@ void backup_run(struct node *n)
 
 		if (now - b.last_hb_ns > (uint64_t)check_us * 1000) {
 			b.last_hb_ns = now;
-			if (b.leader >= 0 && !b.suspected && check_leader(&b, now) == 0)
+			if (b.leader >= 0 && !b.suspected && check_leader(&b, now) == 0) {
+				if (b.synced)
+					tell_snapshot(&b);
 				write_leader(&b, offsetof(struct region_ctl, peer[n->self].hb), &now, 8);
+			}
 			n->ctl->status.log_pos = b.pos;
 			n->ctl->status.synced = b.synced && b.leader >= 0;
 			node_update_status(n);

@@ -52,7 +52,8 @@ int node_checkpoint_poll(struct node *n)
 		}
 	}
 	req = load64(&w->req);
-	if (req != load64(&w->ack)) {
+	/* One hold at a time: our own snapshot's comes first. */
+	if (req != load64(&w->ack) && !node_snapshot_holds(n)) {
 		int backup = node_role(n) == ROLE_BACKUP;
 
 		/* (A request the guard already gave up on is answered, not held.) */
@@ -78,45 +79,4 @@ int node_checkpoint_poll(struct node *n)
 		store64(&w->ack, req);
 	}
 	return restored;
-}
-
-void node_checkpoint_seed(struct node *n)
-{
-	char path[PATH_MAX], key[32];
-	unsigned long long v, idx = 0, pos = 0, view = 0;
-	int seen = 0;
-	FILE *f;
-
-	if (config_node_path(&n->cfg, n->self, SEED_FILE, path, sizeof(path)) ||
-	    !(f = fopen(path, "re")))
-		return;
-	while (fscanf(f, " %31s = %llu", key, &v) == 2) {
-		if (!strcmp(key, "index"))
-			idx = v, seen |= 1;
-		else if (!strcmp(key, "log_pos"))
-			pos = v, seen |= 2;
-		else if (!strcmp(key, "view"))
-			view = v, seen |= 4;
-	}
-	fclose(f);
-	if (seen != 7) {
-		pr_err("%s is incomplete: ignored (the server may hold state the log replays again)",
-		       path);
-		return;
-	}
-	n->exec_idx = idx + 1;
-	n->exec_pos = pos;
-	n->exec_view = view;
-	n->applied = idx;
-	n->seed_idx = idx;
-	/* Never the leader of a fresh cluster: it follows whoever leads. */
-	n->role = ROLE_BACKUP;
-	n->leader = -1;
-	n->serving = 0;
-	if (view > n->view)
-		n->view = view;
-	if (n->ctl->dur.view < n->view)
-		n->ctl->dur.view = n->view;
-	pr_info("rebuilt from a peer's snapshot at entry %llu (view %llu): executing from entry "
-		"%llu on", idx, view, idx + 1);
 }

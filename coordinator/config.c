@@ -198,6 +198,16 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return copy_str(p, k, v, c->app_cmd, sizeof(c->app_cmd));
 	if (!strcmp(k, "snapshot_cmd"))
 		return copy_str(p, k, v, c->snapshot_cmd, sizeof(c->snapshot_cmd));
+	if (!strcmp(k, "snapshot_interval_s"))
+		return parse_int(p, k, v, 0, 1000000, &c->snapshot_interval_s);
+	if (!strcmp(k, "snapshot_log_bytes")) {
+		if (parse_size(p, k, v, &sz))
+			return -1;
+		if (sz < 4096)
+			return fail(p, "snapshot_log_bytes: %s is below 4K", v);
+		c->snapshot_log_bytes = sz;
+		return 0;
+	}
 	if (!strcmp(k, "snapshot_file")) {
 		if (!*v || strchr(v, '/') || !strncmp(v, "apus.", 5) || !strcmp(v, ".") ||
 		    !strcmp(v, "..")) {
@@ -391,6 +401,10 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 	}
 	if (c->max_entry > c->log_size / 4)
 		c->max_entry = (uint32_t)(c->log_size / 4);
+	/* A snapshot per quarter of the log keeps the log's base (the
+	 * majority's snapshots) well behind its end: the leader never waits. */
+	if (!c->snapshot_log_bytes || c->snapshot_log_bytes > c->log_size / 2)
+		c->snapshot_log_bytes = c->snapshot_log_bytes ? c->log_size / 2 : c->log_size / 4;
 	/* Ten periods: a loaded 2-core machine misses a few wake-ups in a row. */
 	if (!c->suspect_ms)
 		c->suspect_ms = 10 * c->heartbeat_ms;

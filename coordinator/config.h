@@ -9,8 +9,11 @@
  *   heartbeat_ms = 10         suspect_ms = 10 x heartbeat_ms
  *   start_timeout_ms = 15000
  *   app_cmd = redis-server --port {port} ...
- *   snapshot_cmd = redis-cli -s {data_dir}/redis.sock SAVE   snapshot_file = dump.rdb
- *             (how apus rebuild has a held backup's server write its state)
+ *   snapshot_cmd = apps/redis/snapshot.sh {data_dir}/redis.sock   snapshot_file = dump.rdb
+ *             (how a node has its server write its state: every node's
+ *             recovery point, the log's base, and apus rebuild's source)
+ *   snapshot_log_bytes = log_size/4   snapshot_interval_s = 0
+ *             (a node snapshots itself after this much log, or this often)
  *   secret_file = apus.key    (tcp/rdma peer admission, see admission.h)
  *   region_dir = /dev/shm     (memory file system holding the regions; none:
  *                             in data_dir, written back by msync; see wal.h)
@@ -81,7 +84,11 @@ struct apus_config {
 	 * its state to <data_dir>/<snapshot_file>, which the server loads
 	 * when it starts there. */
 	char snapshot_cmd[4096];
-	char snapshot_file[256];	/* run (sh -c) on a node when it starts to lead */
+	char snapshot_file[256];
+	/* Each node snapshots itself (coordinator/snapshot.c) once its log
+	 * went this far past its last snapshot, and/or this often. */
+	uint64_t snapshot_log_bytes;	/* 0 after loading: log_size / 4 */
+	int snapshot_interval_s;	/* 0: only by log use */
 	char secret_file[PATH_MAX];	/* absolute after loading */
 	char region_dir[PATH_MAX];	/* "none": the region stays in data_dir */
 	int nnodes;

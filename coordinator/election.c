@@ -77,7 +77,8 @@ static int reach(struct node *n, int k)
 
 static void send_vote(struct node *n, int k, uint64_t granted)
 {
-	struct vote_slot v = { known_view(n), granted };
+	struct vote_slot v = { known_view(n), __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE),
+			       granted };
 
 	if (reach(n, k))
 		return;	/* unreachable: it will time out and stand again */

@@ -49,7 +49,10 @@ static uint64_t leader_reclaim_pos(struct node *n, uint64_t end)
 		synced = __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED);
 	if (all > synced)
 		all = synced;
-	return end - all <= n->log_size ? all : synced;
+	uint64_t pos = end - all <= n->log_size ? all : synced;
+	/* Raft's compaction rule: only log a majority's snapshots cover. */
+	uint64_t floor = node_snapshot_floor(n);
+	return floor < pos ? floor : pos;
 }
 
 /* Rings the synced peers after writes to them.  Where writes land by
@@ -336,6 +339,7 @@ static uint64_t leader_append(struct node *n, struct entry_meta *m, const struct
 	leader_replicate(n, pos, l);
 	__atomic_store_n(&n->last_idx, m->idx, __ATOMIC_RELEASE);
 	__atomic_store_n(&n->tail, pos + need, __ATOMIC_RELEASE);
+	node_set_hint(n, m->idx, pos, m->view);
 	return pos;
 }
 
@@ -472,6 +476,10 @@ static void leader_takeover(struct node *n)
 	for (int k = 0; k < n->cfg.nnodes; k++) {
 		memset(&n->ctl->peer[k], 0, sizeof(n->ctl->peer[k]));
 		n->peer_inc[k] = 0;
+		/* Our voters' recovery points: the log a majority's snapshots
+		 * cover is known before anyone joins (our NOOP may need room). */
+		if (k != n->self && load64(&n->ctl->vote[k].granted) == n->view)
+			store64(&n->ctl->peer[k].snap_pos, load64(&n->ctl->vote[k].snap_pos));
 	}
 	__atomic_store_n(&n->connected, 0, __ATOMIC_RELEASE);
 	node_log_end(n, &lv, &li, &end);

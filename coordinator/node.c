@@ -144,7 +144,22 @@ void node_log_end(struct node *n, uint64_t *last_view, uint64_t *last_idx, uint6
 	uint64_t pos = __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED);
 	uint64_t idx = __atomic_load_n(&n->exec_idx, __ATOMIC_RELAXED);
 	uint64_t view = __atomic_load_n(&n->exec_view, __ATOMIC_RELAXED);
+	struct log_hint *h = &n->ctl->hint;
+	uint64_t hidx = __atomic_load_n(&h->idx, __ATOMIC_RELAXED);
 
+	/* Start from the newest entry we know we hold when it is still there:
+	 * the log may reach further than our server can (its start was
+	 * reclaimed past our snapshot), and a vote must see all of it. */
+	if (hidx >= idx) {
+		uint64_t p = __atomic_load_n(&h->pos, __ATOMIC_RELAXED);
+		const struct entry_hdr *e = node_entry_at(n, &p, hidx);
+
+		if (e && e->view == __atomic_load_n(&h->view, __ATOMIC_RELAXED) && e->view >= view) {
+			view = e->view;
+			pos = p + entry_size(e->data_sz);
+			idx = hidx + 1;
+		}
+	}
 	for (;;) {
 		uint64_t p = pos;
 		const struct entry_hdr *e = node_entry_at(n, &p, idx);
@@ -158,6 +173,17 @@ void node_log_end(struct node *n, uint64_t *last_view, uint64_t *last_idx, uint6
 	*last_view = view;
 	*last_idx = idx - 1;
 	*end_pos = pos;
+}
+
+void node_set_hint(struct node *n, uint64_t idx, uint64_t pos, uint64_t view)
+{
+	struct log_hint *h = &n->ctl->hint;
+
+	/* idx last: a reader checks the entry at pos anyway. */
+	__atomic_store_n(&h->idx, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->pos, pos, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->view, view, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->idx, idx, __ATOMIC_RELEASE);
 }
 
 static void report_applied(struct node *n)
@@ -182,8 +208,9 @@ int node_execute(struct node *n, uint64_t upto, uint64_t checked)
 	 * node gets the whole log before its server is up). */
 	if (!__atomic_load_n(&n->ctl->status.app_listening, __ATOMIC_ACQUIRE))
 		return 0;
-	/* The guard is taking a checkpoint at the entry we stand on. */
-	if (n->ckpt_hold)
+	/* The guard is taking a checkpoint at the entry we stand on, or we
+	 * are taking a snapshot of our own there. */
+	if (n->ckpt_hold || node_snapshot_holds(n))
 		return 0;
 	/* A batch bounded in time (a quarter heartbeat period): the caller's
 	 * heartbeats must not stall behind a long catch-up. */
@@ -244,21 +271,27 @@ static void *role_main(void *arg)
 
 /* The role a starting node takes.  A cluster that never ran starts in
  * view 0 led by node 0, at once.  A node with a past (a log, a view, a
- * vote) starts as a backup that knows no leader: it follows whoever leads
- * a view at least as new, or stands for election when nobody does. */
+ * vote, a recovery point) starts as a backup that knows no leader: it
+ * follows whoever leads a view at least as new, or stands for election
+ * when nobody does. */
 static void node_pick_role(struct node *n, int recovered)
 {
 	uint64_t lv, li, end;
 	struct durable *d = &n->ctl->dur;
 
 	node_log_end(n, &lv, &li, &end);
-	if (recovered && (d->view || d->voted_view || li)) {
+	if ((recovered && (d->view || d->voted_view || li)) || n->seed_idx) {
+		if (!recovered)
+			memset(d, 0, sizeof(*d));
+		if (n->exec_view > d->view)
+			d->view = n->exec_view;
 		n->view = d->view;
 		n->leader = -1;
 		n->role = ROLE_BACKUP;
-		pr_info("recovered view %llu and a log of %llu entries (last of view %llu); "
-			"rebuilding the server from it",
-			(unsigned long long)d->view, (unsigned long long)li, (unsigned long long)lv);
+		pr_info("recovered view %llu and a log up to entry %llu (of view %llu); "
+			"rebuilding the server from entry %llu on",
+			(unsigned long long)d->view, (unsigned long long)li, (unsigned long long)lv,
+			(unsigned long long)n->exec_idx);
 		return;
 	}
 	memset(d, 0, sizeof(*d));
@@ -324,8 +357,9 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 			 n->cfg.nodes[self].data_dir, strerror(-rc));
 		goto fail;
 	}
+	node_snapshot_load(n);
 	node_pick_role(n, recovered);
-	node_checkpoint_seed(n);
+	node_snapshot_check(n);
 	rc = n->ops->open(&n->cfg, self, n->region, n->region_size, &n->tp);
 	if (rc) {
 		snprintf(err, errlen, "transport %s failed to open: %s", n->ops->name, strerror(-rc));
@@ -356,6 +390,8 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 		snprintf(err, errlen, "cannot start the role thread");
 		goto fail;
 	}
+	if (node_snapshot_start(n))
+		pr_err("cannot start the snapshot thread: this node takes no snapshots");
 	return n;
 fail:
 	/* Threads never started here; the mapping stays (the CLI reads the

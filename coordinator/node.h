@@ -74,6 +74,19 @@ struct node {
 	uint64_t ckpt_hold_ns;
 	uint64_t restore_seen;	/* the guard's restore generation as we know it */
 
+	/* Snapshots of itself (snapshot.c): the snapshot thread asks, the
+	 * role thread (backup) or the server's fork (leader) answers. */
+	int snap_state;		/* atomic: enum snap_state */
+	int snap_forks;		/* atomic: server forks while one was under way */
+	uint64_t snap_hold_ns;	/* role thread: when it began to hold */
+	uint64_t snap_cap_idx, snap_cap_pos, snap_cap_view;	/* the state it holds */
+	uint64_t snap_idx, snap_pos;	/* atomic: the recovery point (0: none) */
+	int recoverable;	/* its snapshot and log rebuild its state (atomic) */
+	int snap_started;
+	pthread_t snap_thread;
+	/* Set by the shim: whether read-ahead bytes wait for the server. */
+	int (*input_pending)(void);
+
 	/* Elections (election.c; the role thread only). */
 	uint64_t answered[APUS_MAX_NODES];	/* last request of each candidate answered */
 	uint64_t probed[APUS_MAX_NODES];	/* last pre-vote round of each answered */
@@ -148,6 +161,10 @@ const struct entry_hdr *node_entry_at(struct node *n, uint64_t *pos, uint64_t id
  * follow the real end are never taken for entries. */
 void node_log_end(struct node *n, uint64_t *last_view, uint64_t *last_idx, uint64_t *end_pos);
 
+/* Records the newest entry this node holds (see struct log_hint); 0
+ * forgets it (the log was replaced from the leader's copy). */
+void node_set_hint(struct node *n, uint64_t idx, uint64_t pos, uint64_t view);
+
 /* Executes entries exec_idx..UPTO of the local log through replay; returns
  * 1 if it made progress.  Entries up to CHECKED were verified whole (CRC)
  * by this node already: only their canary is checked again.  Reports
@@ -159,11 +176,43 @@ int node_execute(struct node *n, uint64_t upto, uint64_t checked);
  * and returns 1 when this process was just restored from a checkpoint. */
 void node_checkpoint_init(struct node *n);
 int node_checkpoint_poll(struct node *n);
-/* A node rebuilt from a peer's snapshot (apus rebuild) finds
- * <data_dir>/apus.seed: its server starts with the state after that
- * entry, so execution starts past it and the node joins as a backup. */
-#define SEED_FILE "apus.seed"
-void node_checkpoint_seed(struct node *n);
+
+/* snapshot.c.  Start-up: loads the node's recovery point (recovery.h),
+ * so execution starts past its entry, and puts its snapshot where the
+ * server loads it.  Then, after the role is picked: whether the snapshot
+ * and the log rebuild this node's state (n->recoverable; a node that
+ * cannot never stands for election). */
+void node_snapshot_load(struct node *n);
+void node_snapshot_check(struct node *n);
+/* Starts the thread that snapshots this node (when snapshot_cmd is set). */
+int node_snapshot_start(struct node *n);
+/* Role thread: answers the snapshot thread's hold (backup). */
+void node_snapshot_poll(struct node *n);
+/* Backup: whether execution is held for a snapshot. */
+int node_snapshot_holds(struct node *n);
+
+/* The shim's fork(), in the parent before the fork: a snapshot under way
+ * learns the state the server's forked child holds. */
+void node_snapshot_fork(struct node *n);
+/* Leader: the quorum-th newest snapshot position of the cluster: log
+ * before it is covered by a majority's snapshots.  UINT64_MAX without
+ * snapshot_cmd (nothing to wait for). */
+uint64_t node_snapshot_floor(struct node *n);
+
+enum snap_state {
+	SNAP_IDLE = 0,
+	SNAP_HOLD,	/* backup: asked to hold execution */
+	SNAP_HELD,	/* backup: held, its server took every turn sent */
+	SNAP_ARMED,	/* leader: read-ahead paused, waiting for the server's fork */
+	SNAP_FORKED,	/* the server forked: the state captured, execution goes on */
+	SNAP_FAILED,	/* backup: could not hold (a checkpoint, or the server is slow) */
+};
+
+/* Leader: whether read-ahead must pause for a snapshot. */
+static inline int node_snapshot_armed(struct node *n)
+{
+	return __atomic_load_n(&n->snap_state, __ATOMIC_ACQUIRE) == SNAP_ARMED;
+}
 
 /* election.c.  Answers the vote requests in our region; MAY_VOTE says
  * whether we are without a live leader.  Returns 1 if it granted one. */

@@ -51,6 +51,7 @@ static int region_carry_over(const char *path, int node, size_t size, char *m)
 		pos = hole;
 	}
 	((struct region_ctl *)m)->dur = old.dur;
+	((struct region_ctl *)m)->hint = old.hint;
 	ok = 1;
 out:
 	close(fd);

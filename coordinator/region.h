@@ -17,7 +17,7 @@
 #include "config.h"
 
 #define REGION_MAGIC 0x314e475253555041ULL	/* "APUSRGN1" */
-#define REGION_VERSION 3
+#define REGION_VERSION 4
 #define REGION_CTL_SIZE 4096
 #define REGION_FILE "apus.region"
 #define WAL_FILE "apus.wal"
@@ -37,6 +37,11 @@ struct peer_slot {
 	uint64_t applied;	/* highest index executed on its server */
 	uint64_t applied_end;	/* log position just past the last applied entry */
 	uint64_t hb;		/* bumped with every report */
+	/* The backup's recovery point (its own snapshot): the entry it
+	 * covers and the log position past it.  The leader reclaims no log
+	 * that a majority's snapshots do not cover.  snap_pos written last. */
+	uint64_t snap_idx;
+	uint64_t snap_pos;
 	/* Join: "I follow you in join_view; copy me your log from my
 	 * applied_end on".  One write, join_view last. */
 	uint64_t join_applied;
@@ -81,9 +86,12 @@ struct elect_req {
 
 /* A voter's answer, written by voter k into vote[k] of the candidate:
  * `granted` is the view it votes for this candidate in (0: refused);
- * `seen` the highest view the voter knows, so a candidate behind learns it. */
+ * `seen` the highest view the voter knows, so a candidate behind learns it;
+ * `snap_pos` its recovery point, so the winner knows from the start how
+ * much log a majority's snapshots cover. */
 struct vote_slot {
 	uint64_t seen;
+	uint64_t snap_pos;	/* the voter's recovery point (see peer_slot) */
 	uint64_t granted;
 };
 
@@ -102,6 +110,15 @@ struct durable {
 	uint64_t voted_view;	/* highest view it voted in (for itself or another) */
 	uint64_t voted_for;
 	uint64_t pad;
+};
+
+/* The newest entry this node holds (written by itself as it persists
+ * entries), so the log's end is found from there even when the node's
+ * server cannot reach it (its snapshot is older than its log's start). */
+struct log_hint {
+	uint64_t idx;
+	uint64_t pos;
+	uint64_t view;
 };
 
 /* Written by this node only, read by the CLI. */
@@ -135,6 +152,14 @@ struct node_status {
 	 * a CRIU restore: a restored process joins with a newer one, so no
 	 * answer to its dead predecessor's joins can pass for its own. */
 	uint64_t join_seq;
+	/* Its recovery point: the snapshot it would restart from (0: the
+	 * empty server) and whether its log reaches from there to its end. */
+	uint64_t snap_idx;
+	uint64_t snap_pos;
+	uint64_t snap_count;	/* snapshots this process took of itself */
+	uint64_t snap_ms;	/* how long the last one took */
+	uint32_t recoverable;
+	uint32_t snap_failures;	/* in a row */
 };
 
 /* The guard's checkpoint handshake (coordinator/checkpoint.c): the guard
@@ -168,6 +193,7 @@ struct region_ctl {
 	uint64_t pad0[2];
 
 	struct durable dur;
+	struct log_hint hint;
 
 	/* lead[k]: written by node k while it leads. */
 	struct lead_slot lead[APUS_MAX_NODES];

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../coordinator/node.h"
+#include "../coordinator/recovery.h"
 #include "../coordinator/region.h"
 #include "checkpoint.h"
 #include "cli.h"
@@ -90,25 +91,19 @@ static int pick_sources(const struct apus_config *cfg, int node, int from, int *
 	return n ? n : -1;
 }
 
-/* Writes NODE's apus.seed: its snapshot holds the server after entry
- * INDEX (log position POS, view VIEW).  Written aside, renamed in place. */
-int rebuild_write_seed(const struct apus_config *cfg, int node, uint64_t index, uint64_t pos,
-		       uint64_t view)
+/* Makes FILE (in NODE's data directory) NODE's recovery point at entry
+ * INDEX (log position POS, view VIEW).  0, or -1 with ERR set. */
+static int make_recovery_point(const struct apus_config *cfg, int node, const char *file,
+			       uint64_t index, uint64_t pos, uint64_t view, char *err,
+			       size_t errlen)
 {
-	char path[PATH_MAX], tmp[PATH_MAX + 8];
-	FILE *f;
+	struct recovery_point rp = { index, pos, view, 0 };
+	int rc = recovery_commit(cfg, node, file, &rp);
 
-	if (config_node_path(cfg, node, SEED_FILE, path, sizeof(path)))
-		return -1;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "we");
-	if (!f)
-		return -1;
-	fprintf(f, "index = %llu\nlog_pos = %llu\nview = %llu\n", (unsigned long long)index,
-		(unsigned long long)pos, (unsigned long long)view);
-	if (fflush(f) || fsync(fileno(f)) || fclose(f))
-		return -1;
-	return rename(tmp, path);
+	if (rc)
+		snprintf(err, errlen, "cannot make %s node %d's recovery point: %s", file, node,
+			 strerror(-rc));
+	return rc ? -1 : 0;
 }
 
 /* Runs snapshot_cmd for node FROM (in its namespace); checks that it wrote
@@ -217,11 +212,10 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 				      "try again", node);
 	else if (!take_snapshot(cfg, node, log, &h->bytes, err, errlen) &&
 		 !config_node_path(cfg, node, cfg->snapshot_file, h->path, sizeof(h->path))) {
-		/* The snapshot stays in NODE's data directory: seed it to match. */
-		if (!rebuild_write_seed(cfg, node, h->index, h->log_pos, h->view))
+		/* The snapshot stays in NODE's data directory: its recovery point. */
+		if (!make_recovery_point(cfg, node, h->path, h->index, h->log_pos, h->view, err,
+					 errlen))
 			return 0;
-		snprintf(err, errlen, "cannot write node %d's %s: %s", node, SEED_FILE,
-			 strerror(errno));
 	}
 	snapshot_release(h);
 	return -1;
@@ -271,12 +265,11 @@ static int get_snapshot(const struct apus_config *cfg, int node, int from, const
 			return -1;
 		}
 	}
-	if (rebuild_write_seed(cfg, node, r->index, r->log_pos, r->view)) {
-		snprintf(err, errlen, "cannot write node %d's %s: %s", node, SEED_FILE,
-			 strerror(errno));
+	if (config_node_path(cfg, node, cfg->snapshot_file, dst, sizeof(dst))) {
+		snprintf(err, errlen, "node %d's data_dir is too long", node);
 		return -1;
 	}
-	return 0;
+	return make_recovery_point(cfg, node, dst, r->index, r->log_pos, r->view, err, errlen);
 }
 
 int node_rebuild(const struct apus_config *cfg, int node, int from, const char *lib,

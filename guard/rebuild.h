@@ -33,7 +33,7 @@
 struct region_ctl;
 
 /* The source side: backup NODE held at its next entry with its server's
- * snapshot written (and NODE's own seed updated to match).  Kept held
+ * snapshot written (and made NODE's own recovery point).  Kept held
  * until snapshot_release. */
 struct held_snapshot {
 	struct region_ctl *ctl;
@@ -52,10 +52,6 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 		  struct held_snapshot *h, char *err, size_t errlen);
 /* Lets NODE execute again; returns how long it was held (ms). */
 uint64_t snapshot_release(struct held_snapshot *h);
-
-/* Writes NODE's apus.seed (written aside, renamed in place). */
-int rebuild_write_seed(const struct apus_config *cfg, int node, uint64_t index, uint64_t pos,
-		       uint64_t view);
 
 struct rebuild_info {
 	int from;		/* the peer whose server's snapshot was used */

@@ -55,6 +55,11 @@ int readahead_active(void)
 	return n && n->cfg.read_ahead && node_serving(n);
 }
 
+int readahead_pending(void)
+{
+	return __atomic_load_n(&q_head, __ATOMIC_ACQUIRE) >= 0;
+}
+
 void readahead_lock(void)
 {
 	pthread_mutex_lock(&ra_lock);
@@ -325,7 +330,9 @@ int readahead_wait(int epfd, struct epoll_event *ev, int max, int timeout,
 		n = 0;
 	}
 	n = epoll_merge_events(ev, here, here + n);
-	if (n)
+	/* A snapshot of the leader waits for the server to read every entry
+	 * logged: meanwhile reads take the per-read path. */
+	if (n && !node_snapshot_armed(shim_node))
 		read_ahead(epfd, ev, n);
 	return n;
 }

@@ -141,6 +141,7 @@ static void shim_init(void)
 		shim_mode = MODE_FAILED;
 		goto out;
 	}
+	__atomic_store_n(&shim_node->input_pending, readahead_pending, __ATOMIC_RELEASE);
 	shim_mode = MODE_ACTIVE;
 out:
 	in_init = 0;
@@ -170,6 +171,9 @@ APUS_EXPORT pid_t fork(void)
 		errno = ENOSYS;
 		return -1;
 	}
+	/* A snapshot under way learns which state the child holds. */
+	if (shim_node && __atomic_load_n(&shim_mode, __ATOMIC_RELAXED) == MODE_ACTIVE)
+		node_snapshot_fork(shim_node);
 	pid = real.fork();
 	/* The child (Redis's BGSAVE, say) is not the replica: it has none of
 	 * our threads and must never propose. */

@@ -61,8 +61,10 @@ int epoll_wants_input(int epfd, const struct fd_slot *s, int kind);
  * their masks there.  Returns the new count. */
 int epoll_merge_events(struct epoll_event *ev, int first, int n);
 
-/* Leader (readahead.c): whether it reads ahead now; its epoll_wait(). */
+/* Leader (readahead.c): whether it reads ahead now; its epoll_wait();
+ * whether bytes read ahead wait for the server (node.input_pending). */
 int readahead_active(void);
+int readahead_pending(void);
 int readahead_wait(int epfd, struct epoll_event *ev, int max, int timeout,
 		   const sigset_t *sigmask, real_wait_fn wait);
 /* The lock of the read-ahead state, which also guards the slots' epoll fields. */

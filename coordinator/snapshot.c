@@ -1,0 +1,447 @@
+/* Every node snapshots itself: its recovery point (recovery.h) is the
+ * log's base.  The leader reclaims no log that a majority's snapshots do
+ * not cover (Raft's compaction rule), so any surviving majority can
+ * rebuild the state however often the log wrapped, and a restart costs a
+ * snapshot load plus the log after it, never the whole history.
+ *
+ * A snapshot must hold the server exactly at a known entry:
+ * - a backup holds execution (its server has consumed every turn sent to
+ *   it), runs snapshot_cmd, and goes on once the server forked (a
+ *   fork-based snapshot such as Redis BGSAVE) or the command ended;
+ * - the leader is never paused: read-ahead pauses (so the server has read
+ *   every entry logged so far), snapshot_cmd runs, and the server's own
+ *   fork (the shim's fork() calls node_snapshot_fork) captures the last
+ *   entry logged, on the thread that also reads every client.  The leader
+ *   therefore needs a fork-based snapshot_cmd; its snapshot counts once
+ *   that entry is committed.
+ * More than one fork while a snapshot is under way (a client's BGSAVE)
+ * makes the state ambiguous: that snapshot is dropped and tried again. */
+#define LOG_PREFIX "snapshot: "
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "logger.h"
+#include "node.h"
+#include "recovery.h"
+#include "replay.h"
+
+extern char **environ;
+
+#define TICK_NS (100 * 1000000ULL)
+#define HOLD_WAIT_NS (5ULL * 1000000000ULL)	/* for the role thread to hold */
+#define DRAIN_MAX_NS (2ULL * 1000000000ULL)	/* for the server to take its turns */
+#define CMD_MAX_NS (600ULL * 1000000000ULL)
+#define COMMIT_WAIT_NS (10ULL * 1000000000ULL)
+#define RETRY_MIN_NS (1000000000ULL)
+#define RETRY_MAX_NS (30ULL * 1000000000ULL)
+
+static int input_pending(struct node *n)
+{
+	int (*f)(void) = __atomic_load_n(&n->input_pending, __ATOMIC_ACQUIRE);
+
+	return f && f();
+}
+
+static int snap_state(struct node *n)
+{
+	return __atomic_load_n(&n->snap_state, __ATOMIC_ACQUIRE);
+}
+
+static void set_snap_state(struct node *n, int s)
+{
+	__atomic_store_n(&n->snap_state, s, __ATOMIC_RELEASE);
+}
+
+static void publish(struct node *n, const struct recovery_point *rp)
+{
+	__atomic_store_n(&n->snap_idx, rp->index, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->snap_pos, rp->log_pos, __ATOMIC_RELEASE);
+	store64(&n->ctl->status.snap_idx, rp->index);
+	store64(&n->ctl->status.snap_pos, rp->log_pos);
+}
+
+void node_snapshot_load(struct node *n)
+{
+	struct recovery_point rp;
+	int rc = recovery_load(&n->cfg, n->self, &rp);
+
+	if (recovery_install(&n->cfg, n->self, rc == 0))
+		pr_perror("cannot put the recovery point's snapshot in place");
+	if (rc)
+		return;
+	n->exec_idx = rp.index + 1;
+	n->exec_pos = rp.log_pos;
+	n->exec_view = rp.view;
+	n->applied = rp.index;
+	n->seed_idx = rp.index;
+	publish(n, &rp);
+	pr_info("recovery point: the server starts from its snapshot at entry %llu (view %llu); "
+		"executing from entry %llu on",
+		(unsigned long long)rp.index, (unsigned long long)rp.view,
+		(unsigned long long)rp.index + 1);
+}
+
+void node_snapshot_check(struct node *n)
+{
+	uint64_t hint = __atomic_load_n(&n->ctl->hint.idx, __ATOMIC_RELAXED);
+	uint64_t pos = n->exec_pos;
+	int ok = hint < n->exec_idx || node_entry_at(n, &pos, n->exec_idx);
+
+	__atomic_store_n(&n->recoverable, ok, __ATOMIC_RELEASE);
+	n->ctl->status.recoverable = (uint32_t)ok;
+	if (!ok)
+		pr_err("this node cannot rebuild its server's state: its log holds entries up to %llu "
+		       "but no longer entry %llu, the first after its %s; it will not stand for "
+		       "election (rebuild it from a peer: apus rebuild --node %d)",
+		       (unsigned long long)hint, (unsigned long long)n->exec_idx,
+		       n->seed_idx ? "snapshot" : "empty start (no snapshot)", n->self);
+}
+
+int node_snapshot_holds(struct node *n)
+{
+	int s = snap_state(n);
+
+	return s == SNAP_HOLD || s == SNAP_HELD;
+}
+
+void node_snapshot_poll(struct node *n)
+{
+	if (snap_state(n) != SNAP_HOLD)
+		return;
+	if (node_role(n) != ROLE_BACKUP || n->ckpt_hold) {
+		set_snap_state(n, SNAP_FAILED);
+		return;
+	}
+	if (!n->snap_hold_ns)
+		n->snap_hold_ns = now_ns();
+	/* The server must have taken every turn sent to it: then it holds
+	 * exactly the entries up to exec_idx - 1. */
+	if (replay_maintain(n->replay)) {
+		if (now_ns() - n->snap_hold_ns > DRAIN_MAX_NS) {
+			n->snap_hold_ns = 0;
+			set_snap_state(n, SNAP_FAILED);
+		}
+		return;
+	}
+	n->snap_hold_ns = 0;
+	n->snap_cap_idx = n->exec_idx - 1;
+	n->snap_cap_pos = n->exec_pos;
+	n->snap_cap_view = n->exec_view;
+	__atomic_store_n(&n->snap_forks, 0, __ATOMIC_RELAXED);
+	set_snap_state(n, SNAP_HELD);	/* pairs with the acquire in wait_state() */
+}
+
+void node_snapshot_fork(struct node *n)
+{
+	int s = snap_state(n);
+
+	if (s != SNAP_HELD && s != SNAP_ARMED && s != SNAP_FORKED)
+		return;
+	__atomic_add_fetch(&n->snap_forks, 1, __ATOMIC_ACQ_REL);
+	if (s == SNAP_ARMED) {
+		/* On the server's thread, inside its snapshot command: every
+		 * entry logged so far was read, unless read-ahead bytes wait. */
+		pthread_mutex_lock(&n->lock);
+		n->snap_cap_idx = input_pending(n) ? 0 : n->last_idx;
+		n->snap_cap_pos = n->tail;
+		n->snap_cap_view = n->view;
+		pthread_mutex_unlock(&n->lock);
+	}
+	if (s != SNAP_FORKED)
+		set_snap_state(n, SNAP_FORKED);
+}
+
+uint64_t node_snapshot_floor(struct node *n)
+{
+	uint64_t pos[APUS_MAX_NODES];
+
+	if (!n->cfg.snapshot_cmd[0])
+		return UINT64_MAX;
+	for (int k = 0; k < n->cfg.nnodes; k++)
+		pos[k] = k == n->self ? __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE)
+				      : load64(&n->ctl->peer[k].snap_pos);
+	/* Insertion sort, descending: at most 8 values. */
+	for (int i = 1; i < n->cfg.nnodes; i++)
+		for (int j = i; j > 0 && pos[j] > pos[j - 1]; j--) {
+			uint64_t t = pos[j];
+			pos[j] = pos[j - 1];
+			pos[j - 1] = t;
+		}
+	return pos[n->quorum - 1];
+}
+
+static int stopping(struct node *n)
+{
+	return __atomic_load_n(&n->stopping, __ATOMIC_RELAXED);
+}
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Waits until the state leaves FROM; returns the new one (FROM on timeout). */
+static int wait_state(struct node *n, int from, uint64_t max_ns)
+{
+	uint64_t start = now_ns();
+	int s;
+
+	while ((s = snap_state(n)) == from && now_ns() - start < max_ns && !stopping(n))
+		sleep_ns(1000000);
+	return s;
+}
+
+/* The environment of snapshot_cmd: ours without the shim (the command is
+ * not a replica).  Points into environ; ENV has room for it. */
+static void clean_env(char **env, size_t cap)
+{
+	size_t k = 0;
+
+	for (char **e = environ; *e && k + 1 < cap; e++)
+		if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "APUS_NODE=", 10))
+			env[k++] = *e;
+	env[k] = NULL;
+}
+
+/* Runs snapshot_cmd (sh -c, expanded) and returns its exit status, or -1.
+ * The server reaps children of its own (Redis waits for any pid while its
+ * BGSAVE child runs), so the command runs under an outer sh that reports
+ * its status through a pipe: whoever reaps the outer sh, we learn it. */
+static int run_cmd(struct node *n)
+{
+	char cmd[8192], *env[512], line[16] = "";
+	int pfd[2], status = -1;
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+
+	if (config_expand(&n->cfg, n->self, n->cfg.snapshot_cmd, cmd, sizeof(cmd))) {
+		pr_err("snapshot_cmd is too long once expanded");
+		return -1;
+	}
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -1;
+	char *argv[] = { "sh", "-c", "sh -c \"$1\" </dev/null 3>&-; echo $? >&3", "apus-snapshot",
+			 cmd, NULL };
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, pfd[1], 3);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+	clean_env(env, sizeof(env) / sizeof(env[0]));
+	int rc = posix_spawnp(&pid, "sh", &fa, NULL, argv, env);
+	posix_spawn_file_actions_destroy(&fa);
+	close(pfd[1]);
+	if (rc) {
+		errno = rc;
+		pr_perror("cannot run snapshot_cmd");
+		close(pfd[0]);
+		return -1;
+	}
+	uint64_t start = now_ns();
+	size_t got = 0;
+	for (;;) {
+		struct pollfd p = { pfd[0], POLLIN, 0 };
+		if (stopping(n) || now_ns() - start > CMD_MAX_NS) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		ssize_t r = read(pfd[0], line + got, sizeof(line) - 1 - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		if (got == sizeof(line) - 1)
+			break;
+	}
+	close(pfd[0]);
+	waitpid(pid, NULL, 0);	/* ECHILD if the server reaped it */
+	line[got] = '\0';
+	if (got)
+		status = atoi(line);
+	return status;
+}
+
+static int file_newer(const char *path, const struct timespec *since, struct stat *st)
+{
+	if (stat(path, st) < 0)
+		return 0;
+	return st->st_mtim.tv_sec > since->tv_sec ||
+	       (st->st_mtim.tv_sec == since->tv_sec && st->st_mtim.tv_nsec >= since->tv_nsec);
+}
+
+static int wait_committed(struct node *n, uint64_t idx)
+{
+	uint64_t start = now_ns();
+
+	while (__atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) < idx) {
+		if (node_role(n) != ROLE_LEADER || stopping(n) || now_ns() - start > COMMIT_WAIT_NS)
+			return 0;
+		sleep_ns(1000000);
+	}
+	return 1;
+}
+
+/* Takes one snapshot of this node.  0, or -1 (logged with WHY). */
+static int take(struct node *n, char *why, size_t whylen)
+{
+	int leader = node_role(n) == ROLE_LEADER;
+	struct timespec started;
+	char path[PATH_MAX];
+	struct stat st;
+	int s, status;
+
+	if (leader) {
+		if (!node_serving(n)) {
+			snprintf(why, whylen, "the leader is not serving yet");
+			return -1;
+		}
+		__atomic_store_n(&n->snap_forks, 0, __ATOMIC_RELAXED);
+		set_snap_state(n, SNAP_ARMED);	/* read-ahead pauses */
+		for (uint64_t t0 = now_ns(); input_pending(n);) {
+			if (now_ns() - t0 > DRAIN_MAX_NS) {
+				set_snap_state(n, SNAP_IDLE);
+				snprintf(why, whylen, "the server left read-ahead bytes unread");
+				return -1;
+			}
+			sleep_ns(1000000);
+		}
+	} else {
+		set_snap_state(n, SNAP_HOLD);
+		n->ops->ring(n->tp, n->self);
+		s = wait_state(n, SNAP_HOLD, HOLD_WAIT_NS);
+		if (s != SNAP_HELD) {
+			set_snap_state(n, SNAP_IDLE);
+			snprintf(why, whylen, "%s", s == SNAP_HOLD ? "the role thread did not hold"
+						: "its server did not take its turns in time, or a "
+						  "checkpoint was under way");
+			return -1;
+		}
+	}
+	clock_gettime(CLOCK_REALTIME_COARSE, &started);
+	status = run_cmd(n);
+	s = snap_state(n);
+	set_snap_state(n, SNAP_IDLE);	/* execution and read-ahead go on */
+	struct recovery_point rp = { n->snap_cap_idx, n->snap_cap_pos, n->snap_cap_view, 0 };
+	int forks = __atomic_load_n(&n->snap_forks, __ATOMIC_ACQUIRE);
+	if (status) {
+		snprintf(why, whylen, "snapshot_cmd exited with %d", status);
+		return -1;
+	}
+	if (forks > 1) {
+		snprintf(why, whylen, "the server forked %d times meanwhile (someone else's "
+				      "snapshot?): which state the file holds is unknown", forks);
+		return -1;
+	}
+	if (leader && s != SNAP_FORKED) {
+		snprintf(why, whylen, "snapshot_cmd did not make the server fork: the leader's "
+				      "state is tied to an entry only by a fork-based snapshot "
+				      "(apps/redis/snapshot.sh: BGSAVE)");
+		return -1;
+	}
+	if (leader && !rp.index) {
+		snprintf(why, whylen, "read-ahead bytes waited at the fork");
+		return -1;
+	}
+	if (config_node_path(&n->cfg, n->self, n->cfg.snapshot_file, path, sizeof(path)) ||
+	    !file_newer(path, &started, &st)) {
+		snprintf(why, whylen, "snapshot_cmd did not write %.200s", path);
+		return -1;
+	}
+	/* A leader's snapshot may hold entries not yet committed: it counts
+	 * once they are (a deposed leader's server must not come back with
+	 * what the new view lost). */
+	if (leader && !wait_committed(n, rp.index)) {
+		snprintf(why, whylen, "entry %llu did not commit while we led",
+			 (unsigned long long)rp.index);
+		return -1;
+	}
+	int rc = recovery_commit(&n->cfg, n->self, path, &rp);
+	if (rc) {
+		snprintf(why, whylen, "cannot keep it as the recovery point: %s", strerror(-rc));
+		return -1;
+	}
+	publish(n, &rp);
+	pr_info("snapshot at entry %llu (%.1f MB): the recovery point", (unsigned long long)rp.index,
+		(double)rp.bytes / 1e6);
+	return 0;
+}
+
+/* Whether this node is due for a snapshot: its log went snapshot_log_bytes
+ * past its recovery point, or snapshot_interval_s passed with progress. */
+static int due(struct node *n, uint64_t last_ns)
+{
+	int leader = node_role(n) == ROLE_LEADER;
+	uint64_t end, top, snap = __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE);
+
+	if (leader) {
+		if (!node_serving(n))
+			return 0;
+		end = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
+		top = __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE);
+	} else {
+		if (node_role(n) != ROLE_BACKUP || !n->ctl->status.synced || n->ckpt_hold)
+			return 0;
+		end = __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED);
+		top = __atomic_load_n(&n->applied, __ATOMIC_RELAXED);
+	}
+	if (top <= __atomic_load_n(&n->snap_idx, __ATOMIC_ACQUIRE))
+		return 0;
+	if (end >= snap && end - snap >= n->cfg.snapshot_log_bytes)
+		return 1;
+	return n->cfg.snapshot_interval_s &&
+	       now_ns() - last_ns >= (uint64_t)n->cfg.snapshot_interval_s * 1000000000ULL;
+}
+
+static void *snap_main(void *arg)
+{
+	struct node *n = arg;
+	uint64_t last_ns = now_ns(), retry_ns = RETRY_MIN_NS, next_ns = 0;
+	char why[256];
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	while (!stopping(n)) {
+		sleep_ns(TICK_NS);
+		if (now_ns() < next_ns || !due(n, last_ns))
+			continue;
+		uint64_t t0 = now_ns();
+		if (take(n, why, sizeof(why))) {
+			if (!n->ctl->status.snap_failures++ || retry_ns >= RETRY_MAX_NS)
+				pr_warn("snapshot failed (%s); trying again in %llu s", why,
+					(unsigned long long)(retry_ns / 1000000000ULL));
+			next_ns = now_ns() + retry_ns;
+			retry_ns = retry_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : retry_ns * 2;
+			continue;
+		}
+		last_ns = now_ns();
+		retry_ns = RETRY_MIN_NS;
+		n->ctl->status.snap_failures = 0;
+		n->ctl->status.snap_count++;
+		n->ctl->status.snap_ms = (last_ns - t0) / 1000000;
+	}
+	return NULL;
+}
+
+int node_snapshot_start(struct node *n)
+{
+	if (!n->cfg.snapshot_cmd[0])
+		return 0;
+	if (pthread_create(&n->snap_thread, NULL, snap_main, n))
+		return -1;
+	n->snap_started = 1;
+	return 0;
+}
