@@ -31,6 +31,7 @@ struct backup {
 	uint64_t join_ns;	/* when we last asked to join */
 	uint64_t join_seq;	/* our current join: the leader's copy names it */
 	uint64_t snap_told;	/* the recovery point position the leader knows of */
+	uint64_t own_upto;	/* left behind: execute our own log up to here, then join */
 	uint64_t agreed_ns;	/* when agreement last moved (or we synced) */
 	uint64_t seen_hb;	/* the leader's heartbeat word as last seen */
 	uint64_t hb_at_ns;	/* when it last moved (or we started to follow) */
@@ -86,6 +87,7 @@ static void follow(struct backup *b, int leader, uint64_t view, uint64_t now)
 	struct node *n = b->n;
 
 	b->leader = leader;
+	b->own_upto = 0;
 	b->pos = n->exec_pos;
 	b->expect = b->checked_from = n->exec_idx;
 	rejoin(b);
@@ -167,6 +169,18 @@ static void take_sync(struct backup *b)
 	if (b->synced && from == b->sync_from && upto == b->sync_upto)
 		return;
 	if (from == SYNC_BEHIND) {
+		uint64_t own = from_idx < upto ? from_idx : upto;
+		if (own >= n->exec_idx) {
+			/* Our own log is the leader's up to from_idx: execute it,
+			 * then join again from where it leaves our server. */
+			if (b->own_upto != own)
+				pr_info("node %d's log no longer holds entry %llu, but ours is its log up "
+					"to %llu: executing our own log up to %llu, then joining again",
+					b->leader, (unsigned long long)n->exec_idx,
+					(unsigned long long)from_idx, (unsigned long long)own);
+			b->own_upto = own;
+			return;
+		}
 		if (!n->ctl->status.behind)
 			pr_err("node %d's log no longer holds entry %llu, the next this server needs: "
 			       "this node must be rebuilt from a peer (apus rebuild --node %d; its "
@@ -205,18 +219,53 @@ static void tell_snapshot(struct backup *b)
 	b->snap_told = w[1];
 }
 
+/* Where entry IDX, the last of our log (which ends at END), starts; 0 if
+ * it is not past our server's position. */
+static uint64_t last_entry_at(struct node *n, uint64_t idx, uint64_t end)
+{
+	struct log_hint *h = &n->ctl->hint;
+
+	if (idx < n->exec_idx)
+		return 0;
+	if (__atomic_load_n(&h->idx, __ATOMIC_RELAXED) == idx)
+		return __atomic_load_n(&h->pos, __ATOMIC_RELAXED);
+	/* Walk from our server's position (no hint: a log just copied). */
+	uint64_t pos = n->exec_pos, at = 0;
+	for (uint64_t i = n->exec_idx; i <= idx; i++) {
+		uint64_t p = pos;
+		const struct entry_hdr *e = node_entry_at(n, &p, i);
+		if (!e)
+			return 0;
+		at = p;
+		pos = p + entry_size(e->data_sz);
+	}
+	return pos == end ? at : 0;
+}
+
 /* Asks the leader to copy us its log from where our server stands. */
 static void join(struct backup *b, uint64_t now)
 {
 	struct node *n = b->n;
+	uint64_t end_view, end_idx, end_pos;
 	struct {
-		uint64_t applied, applied_end, inc, seq, view;
-	} j = { n->exec_idx - 1, n->exec_pos, n->ctl->incarnation, b->join_seq, n->view };
+		uint64_t end_idx, end_view, end_at, applied, applied_end, inc, seq, view;
+	} j;
 
 	if (b->join_ns && now - b->join_ns < (uint64_t)n->cfg.heartbeat_ms * 1000000ULL)
 		return;
+	node_log_end(n, &end_view, &end_idx, &end_pos);
+	j.end_idx = end_idx;
+	j.end_view = end_view;
+	j.end_at = last_entry_at(n, end_idx, end_pos);
+	j.applied = n->exec_idx - 1;
+	j.applied_end = n->exec_pos;
+	j.inc = n->ctl->incarnation;
+	j.seq = b->join_seq;
+	j.view = n->view;
+	if (!j.end_at)
+		j.end_idx = 0;	/* nothing of our own past our server */
 	b->join_ns = now;
-	write_leader(b, offsetof(struct region_ctl, peer[n->self].join_applied), &j, sizeof(j));
+	write_leader(b, offsetof(struct region_ctl, peer[n->self].join_end_idx), &j, sizeof(j));
 	n->ops->ring(n->tp, b->leader);
 }
 
@@ -447,6 +496,11 @@ void backup_run(struct node *n)
 			} else {
 				watch_gap(&b, now);
 			}
+		}
+		if (b.leader >= 0 && !b.synced && b.own_upto >= n->exec_idx) {
+			progress |= node_execute(n, b.own_upto, 0);
+			if (n->exec_idx > b.own_upto)
+				rejoin(&b);
 		}
 		if (b.leader >= 0 && b.synced) {
 			uint64_t lc = load64(&n->ctl->lead[b.leader].commit);

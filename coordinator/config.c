@@ -497,6 +497,12 @@ int config_expand(const struct apus_config *c, int node, const char *tmpl, char 
 		} else if (!strncmp(s, "{node}", 6)) {
 			snprintf(val, sizeof(val), "%d", node);
 			rep = val, klen = 6;
+		} else if (!strncmp(s, "{config_dir}", 12)) {
+			/* Scripts shipped beside the config (apps/redis/snapshot.sh). */
+			const char *slash = strrchr(c->path, '/');
+			snprintf(val, sizeof(val), "%.*s", slash ? (int)(slash - c->path) : 1,
+				 slash ? c->path : ".");
+			rep = val, klen = 12;
 		}
 		if (rep) {
 			size_t l = strlen(rep);

@@ -170,6 +170,25 @@ static void leader_copy(struct node *n, int peer, uint64_t from, uint64_t to)
 	}
 }
 
+/* The end of a joining backup's own log (PS) when our log holds that very
+ * entry, else 0.  Its log is then ours up to there: an entry of a view is
+ * written at one index and position once, and logs only ever take a
+ * leader's entries in order.  Called with n->lock held. */
+static uint64_t leader_holds(struct node *n, const struct peer_slot *ps)
+{
+	uint64_t idx = __atomic_load_n(&ps->join_end_idx, __ATOMIC_RELAXED);
+	uint64_t at = __atomic_load_n(&ps->join_end_at, __ATOMIC_RELAXED), p = at;
+	const struct entry_hdr *e;
+
+	/* Only inside our log: past its end our region may hold entries a
+	 * repair cut off. */
+	if (!idx || idx > n->last_idx || at >= n->tail || n->tail - at > n->log_size)
+		return 0;
+	e = node_entry_at(n, &p, idx);
+	return e && p == at && e->view == __atomic_load_n(&ps->join_end_view, __ATOMIC_RELAXED)
+		       ? idx : 0;
+}
+
 /* Log repair: a backup that joined our view gets our log from where its
  * server stands (its own entries beyond may differ: they are overwritten,
  * and the sync words tell it that only entries of our view may follow). */
@@ -191,13 +210,21 @@ static void leader_sync_peers(struct node *n)
 
 		pthread_mutex_lock(&n->lock);
 		if (from > n->tail || n->tail - from > n->log_size) {
+			uint64_t same = leader_holds(n, ps);
 			pthread_mutex_unlock(&n->lock);
-			pr_err("node %d needs entries from %llu on, which this log no longer "
-			       "holds: it must be rebuilt from a peer (apus rebuild --node %d)",
-			       k, (unsigned long long)applied + 1, k);
+			if (same > applied)
+				pr_info("node %d needs entries from %llu on, which this log no longer "
+					"holds, but its own log is ours up to %llu: it executes that first",
+					k, (unsigned long long)applied + 1, (unsigned long long)same);
+			else
+				pr_err("node %d needs entries from %llu on, which this log no longer "
+				       "holds: it must be rebuilt from a peer (apus rebuild --node %d)",
+				       k, (unsigned long long)applied + 1, k);
 			n->peer_inc[k] = inc;
 			n->peer_seq[k] = seq;
-			struct sync_words s = { SYNC_BEHIND, 0, 0, inc, seq, n->view };
+			struct sync_words s = { SYNC_BEHIND, same,
+						__atomic_load_n(&n->commit, __ATOMIC_ACQUIRE), inc, seq,
+						n->view };
 			n->ops->write(n->tp, k, offsetof(struct region_ctl, sync), &s, sizeof(s));
 			n->ops->ring(n->tp, k);
 			continue;

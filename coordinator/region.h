@@ -43,7 +43,11 @@ struct peer_slot {
 	uint64_t snap_idx;
 	uint64_t snap_pos;
 	/* Join: "I follow you in join_view; copy me your log from my
-	 * applied_end on".  One write, join_view last. */
+	 * applied_end on; my own log ends with entry join_end_idx (of view
+	 * join_end_view, at join_end_at)".  One write, join_view last. */
+	uint64_t join_end_idx;
+	uint64_t join_end_view;
+	uint64_t join_end_at;
 	uint64_t join_applied;
 	uint64_t join_applied_end;
 	uint64_t join_inc;	/* the backup's region incarnation */
@@ -63,9 +67,14 @@ struct lead_slot {
 
 /* Written by the leader into a backup's region once it copied its log
  * there from `from_pos` on: entries up to sync_idx are the leader's, any
- * later one must carry `view`.  One write, view last. */
+ * later one must carry `view`.  One write, view last.
+ * With from_pos = SYNC_BEHIND the leader's log no longer holds what the
+ * backup needs; from_idx is then the end of the backup's own log when the
+ * leader holds that same entry (0: it does not), and sync_idx the commit
+ * index: the backup's own log is the leader's up to from_idx, so it may
+ * execute it up to both and join again from there (Raft's log matching). */
 struct sync_words {
-	uint64_t from_pos;	/* SYNC_BEHIND: the log no longer holds what the backup needs */
+	uint64_t from_pos;
 	uint64_t from_idx;
 	uint64_t sync_idx;
 	uint64_t inc;		/* the backup incarnation this copy was made for */

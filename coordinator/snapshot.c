@@ -86,8 +86,8 @@ void node_snapshot_load(struct node *n)
 	n->applied = rp.index;
 	n->seed_idx = rp.index;
 	publish(n, &rp);
-	pr_info("recovery point: the server starts from its snapshot at entry %llu (view %llu); "
-		"executing from entry %llu on",
+	pr_info("starting from the recovery point: the server loads its snapshot at entry %llu "
+		"(view %llu); executing from entry %llu on",
 		(unsigned long long)rp.index, (unsigned long long)rp.view,
 		(unsigned long long)rp.index + 1);
 }

@@ -2,6 +2,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../coordinator/recovery.h"
 #include "cli.h"
 
 static const char usage[] =
@@ -18,7 +19,12 @@ static const char usage[] =
 	"                      log_pos (bytes of log written so far), reclaim_pos\n"
 	"                      (leader: the log before it is free),\n"
 	"                      divergences, healthy, suspects_leader,\n"
-	"                      leader_heartbeat_age_ms, needs_rebuild, error}]}\n"
+	"                      leader_heartbeat_age_ms, needs_rebuild, error,\n"
+	"                      recoverable (its snapshot and log rebuild its\n"
+	"                      state), snapshot_index (the entry its recovery\n"
+	"                      point holds: where it would restart from),\n"
+	"                      snapshots, snapshot_ms}],\n"
+	"                      no_leader_reason (when leader is null)}\n"
 	"  -h, --help          this text\n";
 
 struct row {
@@ -48,8 +54,47 @@ static void json_string(const char *s)
 	putchar('"');
 }
 
+/* Why ROWS show no leader, in one line (REASON). */
+static void no_leader_reason(const struct apus_config *cfg, const struct row *rows, char *reason,
+			     size_t len)
+{
+	int up = 0, able = 0, quorum = config_quorum(cfg);
+	char unable[64] = "";
+
+	for (int i = 0; i < cfg->nnodes; i++) {
+		if (!rows[i].up || rows[i].s.role == ROLE_FAILED)
+			continue;
+		up++;
+		if (rows[i].s.recoverable)
+			able++;
+		else
+			snprintf(unable + strlen(unable), sizeof(unable) - strlen(unable), "%s%d",
+				 *unable ? "," : "", i);
+	}
+	if (up < quorum)
+		snprintf(reason, len, "%d of %d nodes run; electing a leader takes %d", up,
+			 cfg->nnodes, quorum);
+	else if (!able)
+		snprintf(reason, len, "no running node can rebuild its state from its snapshot and "
+				      "log (nodes %s cannot; apus rebuild --node N from a peer that can)",
+			 unable);
+	else
+		snprintf(reason, len, "an election is under way");
+}
+
+/* A node's recovery point: from its running process, else from its files. */
+static uint64_t snapshot_index(const struct apus_config *cfg, int i, const struct row *r)
+{
+	struct recovery_point rp;
+
+	if (r->up)
+		return r->s.snap_idx;
+	return recovery_load(cfg, i, &rp) ? 0 : rp.index;
+}
+
 int cmd_status(int argc, char **argv)
 {
+	char reason[256] = "";
 	struct row rows[APUS_MAX_NODES];
 	struct cli c;
 	uint64_t view = 0, lead_commit = 0;
@@ -80,13 +125,17 @@ int cmd_status(int argc, char **argv)
 			leader = i;
 	if (leader >= 0 && rows[leader].up && rows[leader].s.role == ROLE_LEADER)
 		lead_commit = rows[leader].s.commit;
+	else
+		no_leader_reason(&c.cfg, rows, reason, sizeof(reason));
 
 	if (c.json) {
 		printf("{\"view\":%llu,\"leader\":", (unsigned long long)view);
-		if (leader >= 0)
+		if (leader >= 0) {
 			printf("%d", leader);
-		else
-			printf("null");
+		} else {
+			printf("null,\"no_leader_reason\":");
+			json_string(reason);
+		}
 		printf(",\"nodes\":[");
 		for (int i = 0, first = 1; i < c.cfg.nnodes; i++) {
 			const struct row *r = &rows[i];
@@ -115,6 +164,12 @@ int cmd_status(int argc, char **argv)
 				       r->s.suspects_leader ? "true" : "false",
 				       (unsigned long long)r->s.leader_hb_age_ms,
 				       r->s.behind ? "true" : "false");
+			printf(",\"snapshot_index\":%llu", (unsigned long long)snapshot_index(&c.cfg, i, r));
+			if (r->up)
+				printf(",\"recoverable\":%s,\"snapshots\":%llu,\"snapshot_ms\":%llu",
+				       r->s.recoverable ? "true" : "false",
+				       (unsigned long long)r->s.snap_count,
+				       (unsigned long long)r->s.snap_ms);
 			if (r->pid && r->s.role == ROLE_FAILED) {
 				printf(",\"error\":");
 				json_string(r->s.error);
@@ -130,7 +185,7 @@ int cmd_status(int argc, char **argv)
 		printf("node %d (%s:%d)\n", leader, c.cfg.nodes[leader].address,
 		       c.cfg.nodes[leader].app_port);
 	else
-		printf("unknown (no node is up)\n");
+		printf("none: %s\n", reason);
 	printf("%-4s %-7s %-22s %8s %12s %12s %8s\n", "node", "role", "app_addr", "pid", "commit",
 	       "applied", "lag");
 	for (int i = 0; i < c.cfg.nnodes; i++) {
@@ -153,7 +208,10 @@ int cmd_status(int argc, char **argv)
 		if (r->s.role == ROLE_BACKUP && r->s.suspects_leader)
 			printf("  suspects the leader (no heartbeat for %llu ms)",
 			       (unsigned long long)r->s.leader_hb_age_ms);
-		if (r->s.role == ROLE_BACKUP && r->s.behind)
+		if (!r->s.recoverable)
+			printf("  cannot rebuild its state: its log no longer reaches back to its "
+			       "snapshot (apus rebuild --node %d)", i);
+		else if (r->s.role == ROLE_BACKUP && r->s.behind)
 			printf("  needs rebuild: the leader's log no longer holds its next entry "
 			       "(apus rebuild --node %d)", i);
 		printf("\n");

@@ -137,8 +137,9 @@ function make_conf() {
 		# Tests kill nodes on purpose: no guard brings them back unless a
 		# test asks for one (guard.bats).
 		echo "guard        = ${APUS_TEST_GUARD:-off}"
-		# How apus rebuild has a held backup's Redis write its state.
-		echo "snapshot_cmd = redis-cli -s {data_dir}/redis.sock SAVE"
+		# How each node has its Redis write its state (its recovery point,
+		# the log's base; apus rebuild's source): BGSAVE, fork-based.
+		echo "snapshot_cmd = $APUS_ROOT/apps/redis/snapshot.sh {data_dir}/redis.sock"
 		echo "snapshot_file = dump.rdb"
 		echo "app_cmd      = redis-server --port {port} --bind {address} --dir {data_dir} --unixsocket {data_dir}/redis.sock --save \"\" --appendonly no --enable-debug-command local --daemonize no$extra${*:+ $*}"
 		for ((i = 0; i < APUS_TEST_NODES; i++)); do

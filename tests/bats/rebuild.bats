@@ -74,7 +74,7 @@ function pooled() {
 		"a counter written after the rebuild through a connection opened before it, on the rebuilt node"
 	grep -q "open before our snapshot" "$dir/apus.log" || fail "the rebuilt node did not say it adopted the connection"
 	assert_eq "$(admin "$victim" GET before:ctr)" 2000 "a counter written before the loss, on the rebuilt node"
-	grep -q "rebuilt from a peer's snapshot at entry" "$dir/apus.log" ||
+	grep -q "loads its snapshot at entry" "$dir/apus.log" ||
 		fail "the rebuilt node did not start from the snapshot"
 }
 

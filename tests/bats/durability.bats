@@ -1,0 +1,164 @@
+#!/usr/bin/env bats
+# Durability past the log's end: a 1 MB log that wraps many times, then
+# whole-cluster restarts (apus stop/start, kill -9 of all), chains of
+# kill -9 and restart of one node at a time, and nodes whose snapshots no
+# longer reach their log.  Every write acknowledged before must be there
+# after: the replicas' DEBUG DIGEST equals the one before, and the list
+# audit (build/bench/listaudit) finds every acknowledged element at its
+# position.
+
+load helpers
+
+LISTAUDIT="$APUS_ROOT/build/bench/listaudit"
+
+setup_file() {
+	file_cluster 18300 1M
+}
+
+# addrs - --addr HOST:PORT for every node of $CONF.
+function addrs() {
+	local n
+	for n in $(conf_nodes "$CONF"); do
+		echo "--addr $(node_host "$n"):$(app_port "$n")"
+	done
+}
+
+# all_recoverable - every node runs, can rebuild its state, and has a
+# recovery point (a snapshot) already.
+function all_recoverable() {
+	local j n
+	j=$(status_json) || return 1
+	for n in $(conf_nodes "$CONF"); do
+		[ "$(status_node "$j" "$n" recoverable)" = true ] || return 1
+		[ "$(status_node "$j" "$n" snapshot_index)" -gt 0 ] 2>/dev/null || return 1
+	done
+}
+
+# view_of JSON - the cluster's view.
+function view_of() { grep -o '"view":[0-9]*' <<<"$1" | head -n 1 | cut -d: -f2; }
+
+# same_state DIGEST KEYS - every replica holds DIGEST with KEYS keys.
+function same_state() {
+	local n d k
+	wait_digests_equal "$CONF" 60 || return 1
+	while read -r n d k; do
+		[ "$d" = "$1" ] && [ "$k" = "$2" ] || {
+			echo "node $n: digest $d ($k keys), before the restart $1 ($2 keys)" >&2
+			return 1
+		}
+	done < <(digests "$CONF")
+}
+
+# fill N - N SETs of random keys: ~N x 90 bytes of log (a 1 MB log wraps
+# about N / 11,000 times).
+function fill() {
+	bench -t set -n "$1" -r 100000000 -d 16 -c 20 -q
+}
+
+@test "the log wraps 8 times; every node keeps a recovery point and the leader never waits for one" {
+	fill 100000
+	retry 100 0.2 all_recoverable || fail "no recovery point on every node: $(status_json)"
+	local j n
+	j=$(status_json)
+	for n in $(conf_nodes "$CONF"); do
+		[ "$(status_node "$j" "$n" snapshots)" -gt 1 ] ||
+			fail "node $n took fewer than 2 snapshots of itself: $j"
+	done
+	wait_digests_equal "$CONF" 60
+}
+
+@test "apus stop + apus start of the whole cluster after the log wrapped: same state, one election, prompt stop" {
+	fill 30000
+	wait_digests_equal "$CONF" 60
+	local before keys view t0 pids=() n
+	read -r _ before keys < <(digests "$CONF" | head -n 1)
+	view=$(view_of "$(status_json)")
+	for n in $(conf_nodes "$CONF"); do pids+=("$(redis_pid "$n")"); done
+	t0=$SECONDS
+	run timeout 60 "$APUS" stop --config "$CONF" 3>&-
+	assert_eq "$status" 0 "apus stop"
+	[[ "$output" != *"ignored SIGTERM"* ]] || fail "a node ignored SIGTERM: $output"
+	[ $((SECONDS - t0)) -le 5 ] || fail "apus stop took $((SECONDS - t0)) s"
+	wait_pids_gone 5 "${pids[@]}" || fail "processes left: ${pids[*]}"
+	start_cluster "$CONF"
+	same_state "$before" "$keys"
+	local after
+	after=$(view_of "$(status_json)")
+	[ "$after" -le $((view + 2)) ] || fail "view $view -> $after: more than one election after the restart"
+}
+
+@test "kill -9 of all three after the log wrapped, then apus start: same state" {
+	fill 30000
+	wait_digests_equal "$CONF" 60
+	local before keys n
+	read -r _ before keys < <(digests "$CONF" | head -n 1)
+	for n in $(conf_nodes "$CONF"); do kill -KILL "$(redis_pid "$n")"; done
+	sleep 0.5
+	start_cluster "$CONF"
+	same_state "$before" "$keys"
+}
+
+@test "kill -9 of the leader, then the new leader, then the third, each restarted, under a list writer: no acknowledged write lost" {
+	[ -x "$LISTAUDIT" ] || fail "$LISTAUDIT is not built"
+	local log="$BATS_TEST_TMPDIR/audit.log" w n round
+	# shellcheck disable=SC2046
+	"$LISTAUDIT" write $(addrs) --log "$log" --key chain --clients 4 --count 100000 \
+		--size 200 --seconds 40 >"$BATS_TEST_TMPDIR/writer.out" 2>&1 3>&- &
+	w=$!
+	for round in 1 2 3; do
+		sleep 3
+		n=$(leader_id) || fail "round $round: no leader"
+		kill -KILL "$(redis_pid "$n")"
+		sleep 1
+		run timeout 60 "$APUS" start --config "$CONF" --node "$n" 3>&-
+		assert_eq "$status" 0 "round $round: apus start --node $n: $output"
+	done
+	wait "$w" || true
+	cat "$BATS_TEST_TMPDIR/writer.out"
+	grep -q '^ack ' "$log" || fail "the writer got nothing acknowledged"
+	retry 100 0.2 leader_port "$CONF" || fail "no leader at the end"
+	run "$LISTAUDIT" check --addr "$(leader_host):$(leader_port)" --log "$log" --key chain
+	echo "$output"
+	assert_eq "$status" 0 "list audit on the leader"
+	wait_digests_equal "$CONF" 90
+}
+
+@test "nodes whose snapshots no longer reach their log never elect each other; the one that can leads, the others are rebuilt" {
+	fill 30000
+	wait_digests_equal "$CONF" 60
+	local before keys n j able=-1 unable=()
+	read -r _ before keys < <(digests "$CONF" | head -n 1)
+	stop_cluster "$CONF"
+	# Two nodes lose their recovery points: with a log that wrapped, their
+	# servers can no longer be rebuilt from what they hold.
+	for n in $(conf_nodes "$CONF"); do
+		if [ "$able" -lt 0 ]; then
+			able=$n
+			continue
+		fi
+		unable+=("$n")
+		rm -f "$(data_dir "$n")/apus.snapshot" "$(data_dir "$n")/apus.seed"
+	done
+	for n in "${unable[@]}"; do
+		run timeout 60 "$APUS" start --config "$CONF" --node "$n" 3>&-
+		assert_eq "$status" 0 "apus start --node $n: $output"
+	done
+	sleep 3
+	j=$(status_json)
+	grep -q '"leader":null' <<<"$j" || fail "nodes that cannot rebuild their state elected one: $j"
+	grep -q '"no_leader_reason":"no running node can rebuild its state' <<<"$j" ||
+		fail "status does not say why there is no leader: $j"
+	for n in "${unable[@]}"; do
+		[ "$(status_node "$j" "$n" recoverable)" = false ] || fail "node $n claims it can rebuild: $j"
+	done
+	run timeout 60 "$APUS" start --config "$CONF" --node "$able" 3>&-
+	assert_eq "$status" 0 "apus start --node $able: $output"
+	retry 100 0.2 leader_port "$CONF" || fail "no leader with node $able back: $(status_json)"
+	assert_eq "$(leader_id)" "$able" "the leader"
+	for n in "${unable[@]}"; do
+		run timeout 60 "$APUS" stop --config "$CONF" --node "$n" 3>&-
+		run timeout 120 "$APUS" rebuild --config "$CONF" --node "$n" 3>&-
+		assert_eq "$status" 0 "apus rebuild --node $n: $output"
+	done
+	same_state "$before" "$keys"
+}
