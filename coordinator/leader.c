@@ -30,12 +30,19 @@ static int deposed(struct node *n)
  * log is bounded, and one that comes back after its entries were
  * overwritten is told so and rebuilt from a peer (apus rebuild).  Its
  * last position is still kept while there is room, so a quick restart
- * catches up from the log. */
+ * catches up from the log.
+ * With snapshots, only log that recovery points cover is reclaimed: a
+ * majority's (Raft's compaction rule: any surviving majority can rebuild
+ * the state), and ours and every synced backup's too, so that any of us
+ * that crashes comes back from its own snapshot and log. */
 static uint64_t leader_reclaim_pos(struct node *n, uint64_t end)
 {
 	uint64_t tail = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
-	uint64_t synced = tail, all = tail;
+	uint64_t synced = tail, all = tail, covered = tail;
+	int snapshots = n->cfg.snapshot_cmd[0] != '\0';
 
+	if (snapshots)
+		covered = __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE);
 	for (int k = 0; k < n->cfg.nnodes; k++)
 		if (k != n->self) {
 			uint64_t a = load64(&n->ctl->peer[k].applied_end);
@@ -43,6 +50,9 @@ static uint64_t leader_reclaim_pos(struct node *n, uint64_t end)
 				synced = a;
 			if (a < all)
 				all = a;
+			uint64_t c = load64(&n->ctl->peer[k].snap_pos);
+			if (snapshots && peer_synced(n, k) && c < covered)
+				covered = c;
 		}
 	if (!__atomic_load_n(&n->serving, __ATOMIC_ACQUIRE) &&
 	    __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED) < synced)
@@ -50,8 +60,9 @@ static uint64_t leader_reclaim_pos(struct node *n, uint64_t end)
 	if (all > synced)
 		all = synced;
 	uint64_t pos = end - all <= n->log_size ? all : synced;
-	/* Raft's compaction rule: only log a majority's snapshots cover. */
 	uint64_t floor = node_snapshot_floor(n);
+	if (covered < floor)
+		floor = covered;
 	return floor < pos ? floor : pos;
 }
 
@@ -307,6 +318,28 @@ static void space_idle(struct node *n)
 	ring_all(n);
 }
 
+int node_input_room(struct node *n, int wait_us)
+{
+	uint64_t deadline = now_ns() + (uint64_t)wait_us * 1000ULL;
+
+	for (;;) {
+		/* Headroom for the small records that cannot wait (an ACCEPT,
+		 * a CLOSE, the checker's hashes) stays free for them. */
+		uint64_t end = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE) +
+			       4ULL * n->cfg.max_entry;
+		if (space_free(n, end))
+			return 1;
+		uint64_t now = now_ns();
+		if (now >= deadline)
+			return 0;
+		space_idle(n);
+		uint32_t seen = n->ops->bell(n->tp);
+		if (space_free(n, end))
+			return 1;
+		n->ops->wait(n->tp, seen, (int)((deadline - now) / 1000) + 1);
+	}
+}
+
 /* Before appending an event of LEN bytes (called with n->lock held):
  * waits, without the lock, until the log has room for all of its entries
  * (and the gap a wrap may leave), so that they stay contiguous in the log
@@ -470,6 +503,15 @@ int node_record(struct node *n, int type, const void *data, size_t len)
 
 	if (!node_serving(n))
 		return -EPERM;
+	/* Output checkpoints never wait for room (the server's thread would
+	 * wait, and it may be what makes room: node_input_room): a record
+	 * the log has no room for is left out, the comparison skips it. */
+	if (!node_input_room(n, 0)) {
+		static int told;
+		if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+			pr_warn("the log is short of room: output checkpoints are left out meanwhile");
+		return -EAGAIN;
+	}
 	leader_submit(n, type, (struct viewstamp){ 0, 0 }, &iov, 1, len, NULL, &last_pos, 1);
 	return 0;
 }
@@ -518,10 +560,25 @@ static void leader_takeover(struct node *n)
 	__atomic_store_n(&n->self_acked, li, __ATOMIC_RELEASE);
 	if (__atomic_load_n(&n->commit, __ATOMIC_RELAXED) < n->exec_idx - 1)
 		__atomic_store_n(&n->commit, n->exec_idx - 1, __ATOMIC_RELEASE);
-	uint64_t last_pos;
-	leader_submit(n, ENTRY_NOOP, (struct viewstamp){ 0, 0 }, NULL, 0, 0, NULL, &last_pos, 1);
 	pr_info("leading view %llu: log ends at entry %llu of view %llu; executing it before serving",
 		(unsigned long long)n->view, (unsigned long long)li, (unsigned long long)lv);
+}
+
+/* Opens our view with its NOOP once the log has room for it.  The role
+ * thread never waits for room: the peers whose snapshots make room learn
+ * of us only through its heartbeats and report when they join.  Returns
+ * 1 once the NOOP is in the log. */
+static int leader_open_view(struct node *n)
+{
+	uint64_t last_pos;
+
+	if (n->last_idx >= n->view_start)
+		return 1;
+	/* A NOOP, and the wrap marker it may need. */
+	if (!space_free(n, n->tail + 2 * entry_size(0)))
+		return 0;
+	leader_submit(n, ENTRY_NOOP, (struct viewstamp){ 0, 0 }, NULL, 0, 0, NULL, &last_pos, 1);
+	return 1;
 }
 
 /* A leader of a newer view exists, or a candidate for one: we lost ours.
@@ -557,6 +614,8 @@ static int leader_check_deposed(struct node *n)
  * taken every turn, clients are welcome. */
 static void leader_catch_up(struct node *n)
 {
+	if (!leader_open_view(n))
+		return;
 	node_execute(n, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE), 0);
 	if (n->exec_idx <= n->view_start || replay_maintain(n->replay))
 		return;

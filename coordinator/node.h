@@ -124,8 +124,16 @@ struct proposal {
  * commit_wait = reply: at once).  0 or -EPERM as node_propose. */
 int node_propose_batch(struct node *n, const struct proposal *p, int count);
 
+/* Leader: whether the log has room for a client's input now (waiting up
+ * to WAIT_US for it).  A server thread that finds none should not read
+ * (a non-blocking socket's reader gets EAGAIN): what frees the log may be
+ * the leader's own snapshot, which the server takes on that very thread
+ * (a fork), so a reader blocked on room could wait for ever. */
+int node_input_room(struct node *n, int wait_us);
+
 /* Leader: logs LEN bytes of DATA as an entry of TYPE without waiting for
- * it to commit (the checker's output checkpoints).  0 or -EPERM. */
+ * it to commit, nor for room (the checker's output checkpoints).  0, -EPERM,
+ * or -EAGAIN when the log is short of room (the record is left out). */
 int node_record(struct node *n, int type, const void *data, size_t len);
 
 /* Leader with commit_wait = reply: returns 0 once everything proposed so

@@ -4,6 +4,7 @@
  * connections tell replay what the server has consumed.  Errors and EAGAIN
  * pass through untouched. */
 #include <errno.h>
+#include <fcntl.h>
 
 #include "../coordinator/replay.h"
 #include "shim.h"
@@ -44,6 +45,21 @@ static size_t gate(struct fd_slot *s, size_t want)
 }
 
 #define IOV_CAP 64
+#define ROOM_WAIT_US 1000
+
+/* Leader: 0 (errno EAGAIN) when a client's input must stay in its socket
+ * for now: the log has no room and the socket does not block (a blocking
+ * reader waits for room in node_propose instead). */
+static int room_for(int fd, struct fd_slot *s)
+{
+	if (s->kind != FD_CLIENT || !node_serving(shim_node) ||
+	    node_input_room(shim_node, ROOM_WAIT_US))
+		return 1;
+	if (!(fcntl(fd, F_GETFL) & O_NONBLOCK))
+		return 1;
+	errno = EAGAIN;
+	return 0;
+}
 
 /* Leader: a read served from what readahead.c read and replicated ahead
  * (or refused to keep log order); backup: from a held replay turn.
@@ -87,7 +103,7 @@ APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 	if (served_here(fd, s, &iov, 1, 0, &n))
 		return n;
 	size_t cap = gate(s, len);
-	if (len && !cap)
+	if ((len && !cap) || !room_for(fd, s))
 		return -1;
 	iov.iov_len = cap;
 	return after_input(s, &iov, 1, real.read(fd, buf, cap));
@@ -106,7 +122,7 @@ APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	if (served_here(fd, s, iov, iovcnt, 0, &n))
 		return n;
 	want = iov_total(iov, iovcnt);
-	if (!(cap = gate(s, want)) && want)
+	if ((!(cap = gate(s, want)) && want) || !room_for(fd, s))
 		return -1;
 	if (cap < want) {
 		iovcnt = iov_cap(iov, iovcnt, cap, capped);
@@ -134,7 +150,7 @@ APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct so
 	if (flags & MSG_PEEK)
 		return real.recvfrom(fd, buf, len, flags, addr, alen);
 	size_t cap = gate(s, len);
-	if (len && !cap)
+	if ((len && !cap) || !room_for(fd, s))
 		return -1;
 	iov.iov_len = cap;
 	return after_input(s, &iov, 1, real.recvfrom(fd, buf, cap, flags, addr, alen));
@@ -166,7 +182,7 @@ APUS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	if (flags & MSG_PEEK)
 		return real.recvmsg(fd, msg, flags);
 	want = iov_total(msg->msg_iov, (int)msg->msg_iovlen);
-	if (!(cap = gate(s, want)) && want)
+	if ((!(cap = gate(s, want)) && want) || !room_for(fd, s))
 		return -1;
 	if (cap < want) {
 		msg->msg_iovlen = (size_t)iov_cap(orig_iov, (int)orig_len, cap, capped);

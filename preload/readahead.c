@@ -332,7 +332,7 @@ int readahead_wait(int epfd, struct epoll_event *ev, int max, int timeout,
 	n = epoll_merge_events(ev, here, here + n);
 	/* A snapshot of the leader waits for the server to read every entry
 	 * logged: meanwhile reads take the per-read path. */
-	if (n && !node_snapshot_armed(shim_node))
+	if (n && !node_snapshot_armed(shim_node) && node_input_room(shim_node, 0))
 		read_ahead(epfd, ev, n);
 	return n;
 }

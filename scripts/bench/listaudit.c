@@ -975,7 +975,8 @@ static int audit(const struct auditlog *lg, const struct list *l)
 		unknown += t.s[i].first && !t.s[i].logged;
 	free(t.s);
 	if (unknown)
-		fprintf(stderr, "listaudit: note: %zu distinct elements of the list are in no line of the log\n", unknown);
+		fprintf(stderr, "listaudit: note: the list holds %zu distinct element(s) that no line of the log names\n",
+			unknown);
 	if (nprob > MAX_PROBLEMS)
 		fprintf(stderr, "listaudit: ... and %zu more problems\n", nprob - MAX_PROBLEMS);
 	if (nprob) {
@@ -1082,8 +1083,11 @@ static void addr_arg(const char *s, struct addr *a, bool allow_unix)
 		bad_arg("--addr: want HOST:PORT%s, got '%s'", allow_unix ? " or a socket path" : "", a->text);
 	memcpy(a->host, s, hlen);
 	a->host[hlen] = '\0';
-	num_arg("addr's port", colon + 1, 1, 65535);
-	snprintf(a->port, sizeof a->port, "%s", colon + 1);
+	char *end;
+	unsigned long port = strtoul(colon + 1, &end, 10);
+	if (colon[1] < '1' || colon[1] > '9' || *end || port > 65535)
+		bad_arg("--addr: want a port in 1..65535, got '%s'", a->text);
+	snprintf(a->port, sizeof a->port, "%lu", port);
 }
 
 /* Parse the arguments after the mode into o; exit 2 on anything wrong. */
