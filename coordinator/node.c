@@ -21,6 +21,7 @@
  * a 2-core machine running three replicas it mostly steals that core. */
 #define DEFAULT_SPIN_US 5
 #define DEFAULT_SPIN_MAX_US 200
+#define SERVER_LOAD_NS (3ULL * 1000000000ULL)
 
 void (*node_rebuild_hook)(struct node *n);
 
@@ -207,6 +208,13 @@ int node_execute(struct node *n, uint64_t upto, uint64_t checked)
 	/* Replay connects to the server: not before it listens (a restarted
 	 * node gets the whole log before its server is up). */
 	if (!__atomic_load_n(&n->ctl->status.app_listening, __ATOMIC_ACQUIRE))
+		return 0;
+	/* Nor before it loaded its snapshot: a server listens before it
+	 * loads, and refuses requests meanwhile (Redis: -LOADING), which
+	 * would drop them.  A server that never waits in epoll_wait() is
+	 * taken as ready after SERVER_LOAD_NS. */
+	if (!__atomic_load_n(&n->ctl->status.app_ready, __ATOMIC_ACQUIRE) &&
+	    now_ns() - __atomic_load_n(&n->listen_ns, __ATOMIC_ACQUIRE) < SERVER_LOAD_NS)
 		return 0;
 	/* The guard is taking a checkpoint at the entry we stand on, or we
 	 * are taking a snapshot of our own there. */

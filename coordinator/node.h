@@ -46,6 +46,7 @@ struct node {
 	uint64_t spin_ns;	/* how long a wait spins before it sleeps (APUS_SPIN_US) */
 	uint64_t spin_max_ns;	/* how far a backup's spin may grow (APUS_SPIN_MAX_US) */
 	uint64_t started_ns;
+	uint64_t listen_ns;	/* when the server began to listen on its application port */
 	pthread_t thread;	/* the role thread */
 	pthread_t sync_thread;	/* fsync = batch */
 	int sync_started;

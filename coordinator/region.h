@@ -156,7 +156,9 @@ struct node_status {
 	 * needs to catch up: it must be rebuilt from a peer (apus rebuild). */
 	uint32_t behind;
 	uint32_t synced;	/* backup: the leader's copy of its log arrived */
-	uint32_t pad;
+	/* The server waits for events on the thread that listens: it is done
+	 * loading its state (Redis answers -LOADING to what comes before). */
+	uint32_t app_ready;
 	/* Backup: its latest join (peer_slot.join_seq).  The region outlives
 	 * a CRIU restore: a restored process joins with a newer one, so no
 	 * answer to its dead predecessor's joins can pass for its own. */

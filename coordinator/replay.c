@@ -478,7 +478,10 @@ static int exec_recv(struct replay *r, const struct entry_hdr *e)
 		}
 		if (k < 0 && (errno == EAGAIN || errno == EINTR))
 			return 0;	/* the server is behind: come back */
-		c->dead = 1;		/* it dropped the connection */
+		pr_warn("connection %llu.%llu: the server dropped it (%s): its input from entry %llu on "
+			"is not replayed", (unsigned long long)c->vs.view, (unsigned long long)c->vs.idx,
+			k < 0 ? strerror(errno) : "no progress", (unsigned long long)e->idx);
+		c->dead = 1;
 		return 1;
 	}
 	return 1;

@@ -150,6 +150,8 @@ APUS_EXPORT int listen(int fd, int backlog)
 	real_resolve();
 	rc = real.listen(fd, backlog);
 	if (rc == 0 && shim_enter() && listener_kind(fd) == FD_APP_LISTENER && shim_node) {
+		shim_app_thread = 1;
+		__atomic_store_n(&shim_node->listen_ns, now_ns(), __ATOMIC_RELEASE);
 		__atomic_store_n(&shim_node->ctl->status.app_listening, 1, __ATOMIC_RELEASE);
 		pr_info("the server listens on application port %d",
 			shim_node->cfg.nodes[shim_node->self].app_port);

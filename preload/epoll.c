@@ -48,6 +48,11 @@ static int shim_wait(int epfd, struct epoll_event *ev, int max, int timeout, con
 {
 	struct fd_slot *set;
 
+	/* The thread that listens now waits for events: the server is done
+	 * loading its state (it polls without waiting while it loads). */
+	if (timeout && shim_app_thread && shim_node &&
+	    !__atomic_load_n(&shim_node->ctl->status.app_ready, __ATOMIC_RELAXED))
+		__atomic_store_n(&shim_node->ctl->status.app_ready, 1, __ATOMIC_RELEASE);
 	if (max <= 0 || !shim_enter() || !(set = fd_lookup(epfd)) ||
 	    !__atomic_load_n(&set->ra_epoll, __ATOMIC_ACQUIRE) || !shim_node)
 		return wait(epfd, ev, max, timeout, sigmask);

@@ -162,6 +162,8 @@ __attribute__((constructor)) static void shim_constructor(void)
 	shim_init_slow();
 }
 
+__thread int shim_app_thread;
+
 APUS_EXPORT pid_t fork(void)
 {
 	pid_t pid;

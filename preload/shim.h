@@ -17,6 +17,8 @@ enum shim_mode {
 };
 
 extern int shim_mode;
+/* This thread listens on the application port (the server's main one). */
+extern __thread int shim_app_thread;
 extern int shim_ready;
 extern struct node *shim_node;
 
