@@ -360,6 +360,15 @@ int cmd_start(int argc, char **argv)
 			if (ok) {
 				printf("node %d started: %s, pid %d, app %s:%d\n", i, role_label(s->role),
 				       (int)pids[i], c.cfg.nodes[i].address, c.cfg.nodes[i].app_port);
+				if (!s->recoverable && c.cfg.guard)
+					printf("node %d cannot rebuild its state from its snapshot and log (it "
+					       "will not lead); its guard rebuilds it from a peer once a leader "
+					       "serves\n", i);
+				else if (!s->recoverable)
+					printf("node %d cannot rebuild its state from its snapshot and log (it "
+					       "will not lead); once a leader serves: apus stop --config %s "
+					       "--node %d; apus rebuild --config %s --node %d\n",
+					       i, c.cfg.path, i, c.cfg.path, i);
 				if (c.cfg.guard)
 					cli_start_guard(&c.cfg, i);
 				want[i] = 0;

@@ -89,6 +89,7 @@ VARIANTS=(
 	"failover.bats|APUS_TEST_NETNS=tcp-netns"
 	"checkpoint.bats|APUS_TEST_NETNS=tcp-netns"
 	"rebuild.bats|APUS_TEST_NETNS=tcp-netns"
+	"durability.bats|APUS_TEST_NETNS=tcp-netns"
 )
 bats_files=()
 for f in tests/bats/*.bats; do
