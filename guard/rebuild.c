@@ -272,6 +272,43 @@ static int get_snapshot(const struct apus_config *cfg, int node, int from, const
 	return make_recovery_point(cfg, node, dst, r->index, r->log_pos, r->view, err, errlen);
 }
 
+/* Without a live synced backup to hold (the cluster's only other
+ * recoverable node may be its leader, which is never paused): the stored
+ * recovery point of the leader on this host, which its log still covers
+ * (the leader reclaims no log its own snapshot does not cover).  0 with R
+ * set and NODE's recovery point made, or -1. */
+static int stored_snapshot(const struct apus_config *cfg, int node, struct rebuild_info *r,
+			   char *err, size_t errlen)
+{
+	char src[PATH_MAX], dst[PATH_MAX], tmp[PATH_MAX + 8];
+	struct recovery_point rp;
+
+	for (int k = 0; k < cfg->nnodes; k++) {
+		const struct region_ctl *ctl;
+		pid_t pid = cli_node_pid(cfg, k);
+		int leads = 0;
+
+		if (k == node || !pid || !(ctl = region_map_ctl(cfg, k)))
+			continue;
+		leads = ctl->status.pid == (uint64_t)pid && ctl->status.role == ROLE_LEADER &&
+			ctl->status.recoverable;
+		region_unmap_ctl(ctl);
+		if (!leads || recovery_load(cfg, k, &rp) ||
+		    config_node_path(cfg, k, SNAPSHOT_FILE, src, sizeof(src)) ||
+		    config_node_path(cfg, node, cfg->snapshot_file, dst, sizeof(dst)))
+			continue;
+		snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
+		char *argv[] = { "cp", "--", src, tmp, NULL };
+		if (ckpt_run(argv, NULL, NULL, RUN_NOW) || rename(tmp, dst))
+			continue;
+		r->from = k;
+		r->index = rp.index, r->log_pos = rp.log_pos, r->view = rp.view;
+		r->snapshot_bytes = rp.bytes;
+		return make_recovery_point(cfg, node, dst, rp.index, rp.log_pos, rp.view, err, errlen);
+	}
+	return -1;
+}
+
 int node_rebuild(const struct apus_config *cfg, int node, int from, const char *lib,
 		 struct rebuild_info *out, void (*progress)(const char *step), char *err,
 		 size_t errlen)
@@ -295,12 +332,20 @@ int node_rebuild(const struct apus_config *cfg, int node, int from, const char *
 		return -1;
 	}
 	ncand = pick_sources(cfg, node, from, cand, err, errlen);
-	if (ncand <= 0)
-		return -1;
 	if (cli_mkdirs(cfg->nodes[node].data_dir) ||
 	    config_node_path(cfg, node, "apus.rebuild.log", log, sizeof(log))) {
 		snprintf(err, errlen, "cannot create %s: %s", cfg->nodes[node].data_dir,
 			 strerror(errno));
+		return -1;
+	}
+	if (ncand <= 0 && from < 0) {
+		if (stored_snapshot(cfg, node, &r, err, errlen))
+			return -1;
+		ckpt_say(progress, "no live backup to hold: took leader node %d's recovery point "
+				   "(entry %llu, %.1f MB)", r.from, (unsigned long long)r.index,
+			 r.snapshot_bytes / 1e6);
+		ncand = 0;
+	} else if (ncand <= 0) {
 		return -1;
 	}
 	/* The first peer that can give its snapshot gives it. */

@@ -34,6 +34,34 @@ function all_recoverable() {
 	done
 }
 
+# start_writer KEY SECONDS - the list writer (4 clients, 200-byte
+# elements) in the background against every node; its pid in $WRITER, its
+# log in $BATS_TEST_TMPDIR/KEY.log.
+function start_writer() {
+	[ -x "$LISTAUDIT" ] || fail "$LISTAUDIT is not built"
+	# shellcheck disable=SC2046
+	"$LISTAUDIT" write $(addrs) --log "$BATS_TEST_TMPDIR/$1.log" --key "$1" --clients 4 \
+		--count 100000 --size 200 --seconds "$2" >"$BATS_TEST_TMPDIR/$1.out" 2>&1 3>&- &
+	WRITER=$!
+}
+
+# audit KEY MIN - after the writer: at least MIN writes were acknowledged,
+# every one sits at its position in the leader's list, and the replicas
+# (rebuilt where the log left one behind) end equal.
+function audit() {
+	wait "$WRITER" || true
+	cat "$BATS_TEST_TMPDIR/$1.out"
+	[ "$(grep -c '^ack ' "$BATS_TEST_TMPDIR/$1.log")" -ge "$2" ] ||
+		fail "the writer got fewer than $2 writes acknowledged"
+	retry 100 0.2 leader_port "$CONF" || fail "no leader at the end"
+	run "$LISTAUDIT" check --addr "$(leader_host):$(leader_port)" --log "$BATS_TEST_TMPDIR/$1.log" \
+		--key "$1"
+	echo "$output"
+	assert_eq "$status" 0 "list audit on the leader"
+	rebuild_left_behind
+	wait_digests_equal "$CONF" 90
+}
+
 # view_of JSON - the cluster's view.
 function view_of() { grep -o '"view":[0-9]*' <<<"$1" | head -n 1 | cut -d: -f2; }
 
@@ -99,12 +127,8 @@ function fill() {
 }
 
 @test "kill -9 of the leader, then the new leader, then the third, each restarted, under a list writer: no acknowledged write lost" {
-	[ -x "$LISTAUDIT" ] || fail "$LISTAUDIT is not built"
-	local log="$BATS_TEST_TMPDIR/audit.log" w n round
-	# shellcheck disable=SC2046
-	"$LISTAUDIT" write $(addrs) --log "$log" --key chain --clients 4 --count 100000 \
-		--size 200 --seconds 40 >"$BATS_TEST_TMPDIR/writer.out" 2>&1 3>&- &
-	w=$!
+	local n round
+	start_writer chain 40
 	for round in 1 2 3; do
 		sleep 3
 		n=$(leader_id) || fail "round $round: no leader"
@@ -113,15 +137,7 @@ function fill() {
 		run timeout 60 "$APUS" start --config "$CONF" --node "$n" 3>&-
 		assert_eq "$status" 0 "round $round: apus start --node $n: $output"
 	done
-	wait "$w" || true
-	cat "$BATS_TEST_TMPDIR/writer.out"
-	grep -q '^ack ' "$log" || fail "the writer got nothing acknowledged"
-	retry 100 0.2 leader_port "$CONF" || fail "no leader at the end"
-	run "$LISTAUDIT" check --addr "$(leader_host):$(leader_port)" --log "$log" --key chain
-	echo "$output"
-	assert_eq "$status" 0 "list audit on the leader"
-	rebuild_left_behind
-	wait_digests_equal "$CONF" 90
+	audit chain 1
 }
 
 # rebuild_left_behind - with guard = off nothing rebuilds a node the log
@@ -161,7 +177,7 @@ function rebuild_left_behind() {
 		assert_eq "$status" 0 "apus start --node $n: $output"
 	done
 	sleep 3
-	j=$(status_json)
+	j=$("$APUS" status --config "$CONF" --json 3>&-)
 	grep -q '"leader":null' <<<"$j" || fail "nodes that cannot rebuild their state elected one: $j"
 	grep -q '"no_leader_reason":"no running node can rebuild its state' <<<"$j" ||
 		fail "status does not say why there is no leader: $j"
@@ -181,12 +197,8 @@ function rebuild_left_behind() {
 }
 
 @test "list audit under SIGSTOP of the leader and of a backup and kill -9 of a backup, the log wrapping: no acknowledged write lost" {
-	[ -x "$LISTAUDIT" ] || fail "$LISTAUDIT is not built"
-	local log="$BATS_TEST_TMPDIR/audit.log" w n p
-	# shellcheck disable=SC2046
-	"$LISTAUDIT" write $(addrs) --log "$log" --key faults --clients 4 --count 100000 \
-		--size 200 --seconds 30 >"$BATS_TEST_TMPDIR/writer.out" 2>&1 3>&- &
-	w=$!
+	local n p
+	start_writer faults 30
 	sleep 3
 	# A paused leader is deposed; resumed, it rebuilds and rejoins.
 	n=$(leader_id) || fail "no leader"
@@ -207,13 +219,5 @@ function rebuild_left_behind() {
 	sleep 1
 	run timeout 60 "$APUS" start --config "$CONF" --node "$n" 3>&-
 	assert_eq "$status" 0 "apus start --node $n: $output"
-	wait "$w" || true
-	cat "$BATS_TEST_TMPDIR/writer.out"
-	[ "$(grep -c '^ack ' "$log")" -gt 1000 ] || fail "the writer got few writes acknowledged"
-	retry 100 0.2 leader_port "$CONF" || fail "no leader at the end"
-	run "$LISTAUDIT" check --addr "$(leader_host):$(leader_port)" --log "$log" --key faults
-	echo "$output"
-	assert_eq "$status" 0 "list audit on the leader"
-	rebuild_left_behind
-	wait_digests_equal "$CONF" 90
+	audit faults 1000
 }
