@@ -83,7 +83,6 @@ struct node {
 	uint64_t snap_cap_idx, snap_cap_pos, snap_cap_view;	/* the state it holds */
 	uint64_t snap_idx, snap_pos;	/* atomic: the recovery point (0: none) */
 	int recoverable;	/* its snapshot and log rebuild its state (atomic) */
-	int snap_started;
 	pthread_t snap_thread;
 	/* Set by the shim: whether read-ahead bytes wait for the server. */
 	int (*input_pending)(void);

@@ -117,8 +117,10 @@ int node_snapshot_holds(struct node *n)
 
 void node_snapshot_poll(struct node *n)
 {
-	if (snap_state(n) != SNAP_HOLD)
+	if (snap_state(n) != SNAP_HOLD) {
+		n->snap_hold_ns = 0;	/* a hold the snapshot thread gave up on */
 		return;
+	}
 	if (node_role(n) != ROLE_BACKUP || n->ckpt_hold) {
 		set_snap_state(n, SNAP_FAILED);
 		return;
@@ -440,8 +442,5 @@ int node_snapshot_start(struct node *n)
 {
 	if (!n->cfg.snapshot_cmd[0])
 		return 0;
-	if (pthread_create(&n->snap_thread, NULL, snap_main, n))
-		return -1;
-	n->snap_started = 1;
-	return 0;
+	return pthread_create(&n->snap_thread, NULL, snap_main, n) ? -1 : 0;
 }

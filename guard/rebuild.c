@@ -138,12 +138,13 @@ static int take_snapshot(const struct apus_config *cfg, int from, const char *lo
 	return 0;
 }
 
-/* Copies FROM's snapshot file to NODE's data directory (aside, renamed). */
-static int copy_snapshot(const struct apus_config *cfg, int from, int node)
+/* Copies file NAME of FROM's data directory to NODE's snapshot_file
+ * (aside, renamed). */
+static int copy_snapshot(const struct apus_config *cfg, int from, const char *name, int node)
 {
 	char src[PATH_MAX], dst[PATH_MAX], tmp[PATH_MAX + 8];
 
-	if (config_node_path(cfg, from, cfg->snapshot_file, src, sizeof(src)) ||
+	if (config_node_path(cfg, from, name, src, sizeof(src)) ||
 	    config_node_path(cfg, node, cfg->snapshot_file, dst, sizeof(dst)))
 		return -1;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
@@ -259,7 +260,7 @@ static int get_snapshot(const struct apus_config *cfg, int node, int from, const
 			return -1;
 		r->index = h->index, r->log_pos = h->log_pos, r->view = h->view;
 		r->snapshot_bytes = h->bytes;
-		if (copy_snapshot(cfg, from, node)) {
+		if (copy_snapshot(cfg, from, cfg->snapshot_file, node)) {
 			snprintf(err, errlen, "cannot copy %s to %s", h->path,
 				 cfg->nodes[node].data_dir);
 			return -1;
@@ -280,7 +281,7 @@ static int get_snapshot(const struct apus_config *cfg, int node, int from, const
 static int stored_snapshot(const struct apus_config *cfg, int node, struct rebuild_info *r,
 			   char *err, size_t errlen)
 {
-	char src[PATH_MAX], dst[PATH_MAX], tmp[PATH_MAX + 8];
+	char dst[PATH_MAX];
 	struct recovery_point rp;
 
 	for (int k = 0; k < cfg->nnodes; k++) {
@@ -293,13 +294,8 @@ static int stored_snapshot(const struct apus_config *cfg, int node, struct rebui
 		leads = ctl->status.pid == (uint64_t)pid && ctl->status.role == ROLE_LEADER &&
 			ctl->status.recoverable;
 		region_unmap_ctl(ctl);
-		if (!leads || recovery_load(cfg, k, &rp) ||
-		    config_node_path(cfg, k, SNAPSHOT_FILE, src, sizeof(src)) ||
+		if (!leads || recovery_load(cfg, k, &rp) || copy_snapshot(cfg, k, SNAPSHOT_FILE, node) ||
 		    config_node_path(cfg, node, cfg->snapshot_file, dst, sizeof(dst)))
-			continue;
-		snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
-		char *argv[] = { "cp", "--", src, tmp, NULL };
-		if (ckpt_run(argv, NULL, NULL, RUN_NOW) || rename(tmp, dst))
 			continue;
 		r->from = k;
 		r->index = rp.index, r->log_pos = rp.log_pos, r->view = rp.view;
