@@ -52,8 +52,11 @@ int node_checkpoint_poll(struct node *n)
 		}
 	}
 	req = load64(&w->req);
-	/* One hold at a time: our own snapshot's comes first. */
-	if (req != load64(&w->ack) && !node_snapshot_holds(n)) {
+	/* One hold at a time: our own snapshot's comes first, and the whole
+	 * of it: a CRIU image taken while its command (and the server's fork
+	 * for it) runs would hold those processes too, and a restore would
+	 * need their pids free. */
+	if (req != load64(&w->ack) && !node_snapshot_running(n)) {
 		int backup = node_role(n) == ROLE_BACKUP;
 
 		/* (A request the guard already gave up on is answered, not held.) */

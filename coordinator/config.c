@@ -230,6 +230,8 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_int(p, k, v, 1, 65535, default_port);
 	if (!strcmp(k, "secret_file"))
 		return copy_str(p, k, v, c->secret_file, sizeof(c->secret_file));
+	if (!strcmp(k, "run_dir"))
+		return copy_str(p, k, v, c->run_dir, sizeof(c->run_dir));
 	return fail(p, "unknown key '%s'", k);
 }
 
@@ -247,6 +249,8 @@ static int set_node(struct parser *p, struct node_conf *n, const char *k, const 
 		return copy_str(p, k, v, n->data_dir, sizeof(n->data_dir));
 	if (!strcmp(k, "secret_file"))
 		return copy_str(p, k, v, n->secret_file, sizeof(n->secret_file));
+	if (!strcmp(k, "run_dir"))
+		return copy_str(p, k, v, n->run_dir, sizeof(n->run_dir));
 	if (!strcmp(k, "netns")) {
 		for (const char *s = v; *s; s++)
 			if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_' && *s != '.')
@@ -435,6 +439,16 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 		}
 		if (resolve_path(&p, "data_dir", base, n->data_dir, sizeof(n->data_dir)))
 			goto out;
+		if (!n->run_dir[0] && c->run_dir[0] &&
+		    (size_t)snprintf(n->run_dir, sizeof(n->run_dir), "%s/%s-n%d", c->run_dir,
+				     c->cluster, i) >= sizeof(n->run_dir)) {
+			fail(&p, "run_dir: path too long");
+			goto out;
+		}
+		if (!n->run_dir[0])
+			strcpy(n->run_dir, n->data_dir);
+		if (resolve_path(&p, "run_dir", base, n->run_dir, sizeof(n->run_dir)))
+			goto out;
 		if (!n->secret_file[0])
 			strcpy(n->secret_file, c->secret_file);
 		if (resolve_path(&p, "secret_file", base, n->secret_file, sizeof(n->secret_file)))
@@ -456,6 +470,10 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 		for (int j = 0; j < i; j++) {
 			if (!strcmp(c->nodes[j].data_dir, n->data_dir)) {
 				fail(&p, "[node %d] shares data_dir with node %d", i, j);
+				goto out;
+			}
+			if (!strcmp(c->nodes[j].run_dir, n->run_dir)) {
+				fail(&p, "[node %d] shares run_dir with node %d", i, j);
 				goto out;
 			}
 			if (!strcmp(c->nodes[j].address, n->address) &&
@@ -525,5 +543,12 @@ int config_node_path(const struct apus_config *c, int node, const char *name,
 		     char *out, size_t outlen)
 {
 	int n = snprintf(out, outlen, "%s/%s", c->nodes[node].data_dir, name);
+	return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
+int config_run_path(const struct apus_config *c, int node, const char *name, char *out,
+		    size_t outlen)
+{
+	int n = snprintf(out, outlen, "%s/%s", c->nodes[node].run_dir, name);
 	return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }

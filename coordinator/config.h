@@ -17,10 +17,13 @@
  *   secret_file = apus.key    (tcp/rdma peer admission, see admission.h)
  *   region_dir = /dev/shm     (memory file system holding the regions; none:
  *                             in data_dir, written back by msync; see wal.h)
+ *   run_dir = /run/apus       (pid files and owner locks: <run_dir>/<cluster>-n<N>;
+ *                             default: each node's data_dir)
  *   [node N]  address = A   app_port = P   peer_port = Q   data_dir = D
  *             netns = NAME  (run the node's server in that network namespace)
  *             guard_port = G (its guard serves snapshots for apus rebuild)
  *             secret_file = F (this node's copy of the key, if elsewhere)
+ *             run_dir = R (this node's pid files and lock, exactly there)
  *
  * Relative paths are taken from the config file's directory. */
 #ifndef APUS_CONFIG_H
@@ -53,6 +56,9 @@ struct node_conf {
 	char data_dir[PATH_MAX];
 	char secret_file[PATH_MAX];	/* absolute; the global one unless set */
 	char netns[64];			/* empty: the caller's namespace */
+	/* Where its pid files and owner lock live (guard/owner.h): absolute
+	 * after loading; the global run_dir's <cluster>-n<id>, else data_dir. */
+	char run_dir[PATH_MAX];
 };
 
 struct apus_config {
@@ -91,6 +97,7 @@ struct apus_config {
 	int snapshot_interval_s;	/* 0: only by log use */
 	char secret_file[PATH_MAX];	/* absolute after loading */
 	char region_dir[PATH_MAX];	/* "none": the region stays in data_dir */
+	char run_dir[PATH_MAX];		/* empty: each node's run_dir is its data_dir */
 	int nnodes;
 	struct node_conf nodes[APUS_MAX_NODES];	/* nodes[i].id == i */
 };
@@ -115,6 +122,9 @@ int config_expand(const struct apus_config *cfg, int node, const char *tmpl, cha
 /* Path of a file inside NODE's data directory. */
 int config_node_path(const struct apus_config *cfg, int node, const char *name,
 		     char *out, size_t outlen);
+/* Path of a file inside NODE's run directory (pid files, the owner lock). */
+int config_run_path(const struct apus_config *cfg, int node, const char *name,
+		    char *out, size_t outlen);
 
 const char *fsync_policy_name(int policy);
 

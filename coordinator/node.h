@@ -198,6 +198,9 @@ int node_snapshot_start(struct node *n);
 void node_snapshot_poll(struct node *n);
 /* Backup: whether execution is held for a snapshot. */
 int node_snapshot_holds(struct node *n);
+/* Whether a snapshot of this node is under way (its command and what the
+ * server forked for it still run). */
+int node_snapshot_running(struct node *n);
 
 /* The shim's fork(), in the parent before the fork: a snapshot under way
  * learns the state the server's forked child holds. */

@@ -2,6 +2,8 @@
 #include "region.h"
 
 #include <ctype.h>
+#include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <linux/magic.h>
 #include <fcntl.h>
@@ -193,6 +195,8 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fdp
 	ctl->incarnation = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	ctl->status.pid = (uint64_t)getpid();
 	ctl->status.leader = -1;
+	if (strlen(cfg->nodes[node].data_dir) < sizeof(ctl->owner))
+		strcpy(ctl->owner, cfg->nodes[node].data_dir);
 	/* Pairs with the acquire load of magic by peers and the CLI. */
 	store64(&ctl->magic, REGION_MAGIC);
 	if (rename(tmp, target) < 0) {
@@ -211,11 +215,74 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fdp
 	}
 	*base = m;
 	*fdp = fd;
+	if (origin->in_memory)
+		region_collect(cfg->region_dir);
 	return 0;
 fail:
 	close(fd);
 	unlink(tmp);
 	return err;
+}
+
+/* Whether NAME is "<prefix>.region.<pid>.tmp" of a process that is gone. */
+static int dead_tmp(const char *name)
+{
+	const char *r = strstr(name, ".region."), *end;
+	char *stop;
+	long pid;
+
+	if (!r || strlen(name) < 4 || strcmp(end = name + strlen(name) - 4, ".tmp"))
+		return 0;
+	pid = strtol(r + 8, &stop, 10);
+	return stop == end && pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Whether the region file PATH is one no data directory links to any more
+ * and no live process holds. */
+static int orphan_region(const char *path)
+{
+	char link[PATH_MAX + 16], now[PATH_MAX], self[PATH_MAX];
+	struct region_ctl *ctl;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), orphan = 0;
+
+	if (fd < 0)
+		return 0;
+	ctl = malloc(sizeof(*ctl));
+	if (ctl && pread(fd, ctl, sizeof(*ctl), 0) == (ssize_t)sizeof(*ctl) &&
+	    ctl->magic == REGION_MAGIC && ctl->owner[0] && memchr(ctl->owner, 0, sizeof(ctl->owner))) {
+		snprintf(link, sizeof(link), "%s/%s", ctl->owner, REGION_FILE);
+		pid_t pid = (pid_t)ctl->status.pid;
+		int alive = pid > 0 && !(kill(pid, 0) < 0 && errno == ESRCH);
+		orphan = !alive && realpath(path, self) && (!realpath(link, now) || strcmp(now, self));
+	}
+	free(ctl);
+	close(fd);
+	return orphan;
+}
+
+int region_collect(const char *dir)
+{
+	char path[PATH_MAX];
+	struct dirent *d;
+	DIR *dp = opendir(dir);
+	int removed = 0;
+
+	if (!dp)
+		return 0;
+	while ((d = readdir(dp))) {
+		if (strncmp(d->d_name, "apus-", 5) || !strstr(d->d_name, ".region") ||
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, d->d_name) >= sizeof(path))
+			continue;
+		const char *why = dead_tmp(d->d_name)   ? "left by a process that died while creating it"
+				  : orphan_region(path) ? "its data directory no longer links to it"
+							: NULL;
+		if (why && unlink(path) == 0) {
+			pr_info("removed %s: %s", path, why);
+			removed++;
+		}
+	}
+	closedir(dp);
+	return removed;
 }
 
 int region_backing_path(const struct apus_config *cfg, int node, char *out)

@@ -231,6 +231,11 @@ struct region_ctl {
 	struct node_status status;
 
 	struct ckpt_words ckpt;
+
+	/* The data directory whose apus.region link names this file (empty
+	 * when too long): a file in region_dir that no link names any more
+	 * (its data directory was deleted) is garbage (region_collect). */
+	char owner[512];
 };
 
 _Static_assert(sizeof(struct region_ctl) <= REGION_CTL_SIZE, "control page overflows");
@@ -266,6 +271,12 @@ const struct region_ctl *region_map_ctl(const struct apus_config *cfg, int node)
 void region_unmap_ctl(const struct region_ctl *ctl);
 /* The same, writable: the guard's checkpoint words (struct ckpt_words). */
 struct region_ctl *region_map_ctl_rw(const struct apus_config *cfg, int node);
+
+/* Removes from DIR (a region_dir) what no node can use any more: the
+ * temporary files of region_create whose process is gone, and regions
+ * whose owner's data directory no longer links to them, unless their
+ * process lives.  Logs each one; returns how many it removed. */
+int region_collect(const char *dir);
 
 /* The name `apus status` shows for a role. */
 static inline const char *role_label(int role)

@@ -115,6 +115,11 @@ int node_snapshot_holds(struct node *n)
 	return s == SNAP_HOLD || s == SNAP_HELD;
 }
 
+int node_snapshot_running(struct node *n)
+{
+	return snap_state(n) != SNAP_IDLE;
+}
+
 void node_snapshot_poll(struct node *n)
 {
 	if (snap_state(n) != SNAP_HOLD) {

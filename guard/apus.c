@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "owner.h"
 
 static const char usage_main[] =
 	"usage: apus <command> [options]\n"
@@ -192,7 +193,7 @@ pid_t cli_pidfile_pid(const struct apus_config *cfg, int node, const char *name)
 	FILE *f;
 	int pid = 0;
 
-	if (config_node_path(cfg, node, name, path, sizeof(path)))
+	if (config_run_path(cfg, node, name, path, sizeof(path)))
 		return 0;
 	f = fopen(path, "re");
 	if (!f)
@@ -208,7 +209,8 @@ void cli_write_pidfile(const struct apus_config *cfg, int node, const char *name
 	char path[PATH_MAX];
 	FILE *f;
 
-	if (config_node_path(cfg, node, name, path, sizeof(path)))
+	if (config_run_path(cfg, node, name, path, sizeof(path)) ||
+	    cli_mkdirs(cfg->nodes[node].run_dir))
 		return;
 	f = fopen(path, "we");
 	if (f) {
@@ -219,7 +221,9 @@ void cli_write_pidfile(const struct apus_config *cfg, int node, const char *name
 
 pid_t cli_node_pid(const struct apus_config *cfg, int node)
 {
-	return cli_pidfile_pid(cfg, node, "apus.pid");
+	pid_t pid = cli_pidfile_pid(cfg, node, "apus.pid");
+
+	return node_owns_pid(cfg, node, pid) ? pid : 0;
 }
 
 void cli_redirect_stdio(const char *log)

@@ -604,8 +604,22 @@ static int restore_from(const struct apus_config *cfg, int node, const struct ck
 		       cfg->nodes[node].data_dir);
 		return -1;
 	}
+	/* CRIU gives the server its pid back: a dead one's zombie holds it
+	 * until its parent (init, for a server whose starter exited) reaps it,
+	 * which some inits do only now and then. */
+	for (int waited = 0; kill(c->pid, 0) == 0 && !cli_pid_alive(c->pid) && waited < 15000;
+	     waited += 100)
+		cli_sleep_ms(100);
+	if (cli_pid_alive(c->pid)) {
+		seterr(err, errlen, "pid %d, which checkpoint %s's server had, is taken by another "
+		       "process: node %d cannot be restored from it", (int)c->pid, c->id, node);
+		return -1;
+	}
 	snprintf(img, sizeof(img), "%s/images", c->dir);
 	snprintf(out, sizeof(out), "%s/criu-restore.out", c->dir);
+	char first[PATH_MAX + 64];
+	snprintf(first, sizeof(first), "%s/restore-first.log", img);
+	unlink(first);
 	char *restore[] = { (char *)criu_binary(), "restore", "-D", img, "-d", "--tcp-established",
 			    "--file-locks", "-o", "restore.log", NULL };
 	for (int i = 0; i < RESTORE_TRIES; i++) {
@@ -613,11 +627,21 @@ static int restore_from(const struct apus_config *cfg, int node, const struct ck
 		if (!rc || rc == 127)
 			break;
 		drop_criu_tables(netns);
+		if (i == 0) {	/* the first failure says why; later ones may only echo it */
+			char a[PATH_MAX + 64], b[PATH_MAX + 64];
+			snprintf(a, sizeof(a), "%s/restore.log", img);
+			snprintf(b, sizeof(b), "%s/restore-first.log", img);
+			rename(a, b);
+		}
 		cli_sleep_ms(200);
 	}
 	if (rc) {
-		char line[400], rl[PATH_MAX + 32];
-		snprintf(rl, sizeof(rl), "%s/restore.log", img);
+		char line[400], rl[PATH_MAX + 64];
+		/* A failed try leaves its server's pid taken a while (a zombie of
+		 * init), so later tries say only that: the first one says why. */
+		snprintf(rl, sizeof(rl), "%s/restore-first.log", img);
+		if (access(rl, F_OK))
+			snprintf(rl, sizeof(rl), "%s/restore.log", img);
 		first_error_line(rl, line, sizeof(line));
 		seterr(err, errlen, "criu restore of node %d from %s failed (%s)", node, c->id,
 		       rc == 127 ? "criu not found" : line);

@@ -7,6 +7,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "owner.h"
 #include "rebuild.h"
 
 static const char usage_checkpoint[] =
@@ -45,7 +46,13 @@ static const char usage_restore[] =
 	"  -c, --config FILE      cluster configuration (default: $APUS_CONFIG)\n"
 	"  -n, --node N           the node (required; it must not be running)\n"
 	"  -k, --checkpoint ID    this checkpoint (see apus checkpoints)\n"
-	"  -h, --help             this text\n";
+	"  -t, --timeout MS       how long to wait for the node's guard or another\n"
+	"                         command acting on it (default: start_timeout_ms)\n"
+	"  -h, --help             this text\n"
+	"\n"
+	"Exit status: 0 restored; 1 it could not be; 2 usage; 3 nothing done: the\n"
+	"node is running (its guard may have brought it back first: the message\n"
+	"says so).\n";
 
 static const char usage_rebuild[] =
 	"usage: apus rebuild --config FILE --node N [--from M] [--json]\n"
@@ -63,7 +70,13 @@ static const char usage_rebuild[] =
 	"  -n, --node N        the node to rebuild (required; it must not be running)\n"
 	"  -f, --from M        the backup to take the snapshot from\n"
 	"  -j, --json          print the result as JSON\n"
-	"  -h, --help          this text\n";
+	"  -t, --timeout MS    how long to wait for the node's guard or another\n"
+	"                      command acting on it (default: start_timeout_ms)\n"
+	"  -h, --help          this text\n"
+	"\n"
+	"Exit status: 0 rebuilt; 1 it could not be; 2 usage; 3 nothing done: the\n"
+	"node is running (its guard may have brought it back first: the message\n"
+	"says so).\n";
 
 static int tty;
 static int step;
@@ -111,6 +124,45 @@ static const char *own_option(int argc, char **argv, const char *name, char shrt
 	return v;
 }
 
+/* Takes NODE's owner lock for CMD (a stopped node's restore or rebuild):
+ * the lock's fd, or -1 having said why the command stops there, with
+ * *STATUS its exit status: EXIT_OWNED when the node runs (the guard, or
+ * whoever held the lock, brought it back), else 1. */
+static int own_stopped_node(const struct cli *c, const char *cmd, int *status)
+{
+	char holder[300], last[300];
+	int waited, adopted;
+	int fd = owner_lock(&c->cfg, c->node, OWNER_LOCK_FILE, cmd, c->timeout_ms, &waited, holder,
+			    sizeof(holder));
+
+	*status = 1;
+	if (fd == -1) {
+		cli_error("node %d: %s still acts on it after %d ms; nothing done", c->node, holder,
+			  c->timeout_ms);
+		*status = EXIT_OWNED;
+		return -1;
+	}
+	if (fd == -2) {
+		cli_error("%s", holder);
+		return -1;
+	}
+	pid_t pid = node_server(&c->cfg, c->node, &adopted);
+	if (!pid)
+		return fd;
+	owner_unlock(fd);
+	*status = EXIT_OWNED;
+	guard_last_line(&c->cfg, c->node, last, sizeof(last));
+	if (waited)
+		cli_error("node %d is running again (pid %d): another owner brought it back while "
+			  "%s waited (its guard's last word: %s); nothing done", c->node, (int)pid,
+			  cmd, last[0] ? last : "none");
+	else
+		cli_error("node %d is running (pid %d%s): stop it before %s", c->node, (int)pid,
+			  adopted ? ", not recorded in its pid file" : "",
+			  !strcmp(cmd, "apus restore") ? "restoring it" : "rebuilding it");
+	return -1;
+}
+
 static int need_node(const struct cli *c, const char *cmd)
 {
 	if (c->node >= 0)
@@ -149,8 +201,16 @@ int cmd_checkpoint(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	if (need_node(&c, "checkpoint"))
 		return 2;
+	/* Not beside the guard's own checkpoint, nor a restore. */
+	int fd = owner_lock(&c.cfg, c.node, OWNER_LOCK_FILE, "apus checkpoint", c.timeout_ms, NULL,
+			    err, sizeof(err));
+	if (fd < 0) {
+		cli_error("node %d: %s%s", c.node, err, fd == -1 ? " still acts on it; no checkpoint" : "");
+		return fd == -1 ? EXIT_OWNED : 1;
+	}
 	tty = isatty(1) && !c.json;
 	rc = ckpt_take(&c.cfg, c.node, &k, c.json ? NULL : progress, err, sizeof(err));
+	owner_unlock(fd);
 	if (tty)
 		printf("\n");
 	if (rc) {
@@ -222,7 +282,12 @@ int cmd_restore(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	if (need_node(&c, "restore"))
 		return 2;
-	if (ckpt_restore(&c.cfg, c.node, id, &used, warn_line, err, sizeof(err))) {
+	int fd = own_stopped_node(&c, "apus restore", &rc);
+	if (fd < 0)
+		return rc;
+	rc = ckpt_restore(&c.cfg, c.node, id, &used, warn_line, err, sizeof(err));
+	owner_unlock(fd);
+	if (rc) {
 		cli_error("%s", err);
 		return 1;
 	}
@@ -256,8 +321,12 @@ int cmd_rebuild(int argc, char **argv)
 		return 2;
 	if (cli_find_lib(lib, sizeof(lib)))
 		return 1;
+	int fd = own_stopped_node(&c, "apus rebuild", &rc);
+	if (fd < 0)
+		return rc;
 	tty = isatty(1) && !c.json;
 	rc = node_rebuild(&c.cfg, c.node, from, lib, &r, c.json ? NULL : progress, err, sizeof(err));
+	owner_unlock(fd);
 	if (tty)
 		printf("\n");
 	if (rc) {

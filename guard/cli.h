@@ -54,6 +54,14 @@ void cli_sleep_ms(int ms);
 /* mkdir -p PATH: 0 or -1 with errno set. */
 int cli_mkdirs(const char *path);
 
+/* Whether NODE's server PID (just spawned) is ready: 1 ready (listening,
+ * and its leader reached a majority), 0 not yet, -1 it failed (ERR says). */
+int cli_node_ready(const struct apus_config *cfg, int node, pid_t pid, char *err, size_t len);
+
+/* The cluster key of NODE for a network transport, generated (0600) when
+ * missing: 0, or -1 (said why). */
+int cli_ensure_key(const struct apus_config *cfg, int node);
+
 /* Starts NODE's guard (apus guard) in its own session, unless one runs. */
 void cli_start_guard(const struct apus_config *cfg, int node);
 
@@ -62,6 +70,15 @@ pid_t cli_guard_pid(const struct apus_config *cfg, int node);
 
 /* Enters the network namespace NAME (as ip netns exec does): 0 or -1. */
 int cli_enter_netns(const char *name);
+
+/* Stops the nodes marked in WHICH (apus stop; guard/stop.c), their guards
+ * too unless WITH_GUARDS is 0.  0, or 1 when a process survived. */
+int cli_stop_nodes(const struct apus_config *cfg, const int *which, int timeout_ms,
+		   int with_guards);
+
+/* Exit status of a command that found the node owned or running already,
+ * and so did nothing (restore, rebuild, guard). */
+#define EXIT_OWNED 3
 
 int cmd_start(int argc, char **argv);
 int cmd_stop(int argc, char **argv);

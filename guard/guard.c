@@ -10,8 +10,15 @@
  *
  * The guard is a child subreaper: servers it restores (criu restore -d)
  * or restarts become its children, so it reaps them.  It logs to
- * <data_dir>/apus.guard.log and writes <data_dir>/apus.guard.pid; apus stop
- * stops it before the server. */
+ * <data_dir>/apus.guard.log and writes <run_dir>/apus.guard.pid; apus stop
+ * stops it before the server.  It holds <run_dir>/apus.guard.lock while it
+ * runs (one guard per node), and acts on the node only under the node's
+ * owner lock (owner.h): while apus start, restore, rebuild or stop holds
+ * it, the guard stands aside and says so once.
+ *
+ * With --service it is a service's main process (dist/systemd): it starts
+ * the node first (or adopts the one running), and stops it when it is told
+ * to stop. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -25,6 +32,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "owner.h"
 #include "rebuild.h"
 #include "snapshot_net.h"
 
@@ -33,7 +41,8 @@
 #define RESTARTS_PER_MINUTE 5
 
 static const char usage[] =
-	"usage: apus guard --config FILE --node N\n"
+	"usage: apus guard --config FILE --node N [--service]\n"
+	"       apus guard --config FILE --service\n"
 	"       apus-guard --config FILE --node N\n"
 	"\n"
 	"Supervises node N's server (apus start runs it when the config has\n"
@@ -46,11 +55,19 @@ static const char usage[] =
 	"With guard_port set for its node it serves snapshots of its backup to\n"
 	"peers being rebuilt, on the node's address (cluster key required).\n"
 	"Without a working CRIU it only restarts.  SIGTERM stops it (the server\n"
-	"keeps running).  Logs to <data_dir>/apus.guard.log.\n"
+	"keeps running).  Logs to <data_dir>/apus.guard.log.  While apus start,\n"
+	"restore, rebuild or stop acts on the node, the guard stands aside.\n"
 	"\n"
 	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"
-	"  -n, --node N        the node to guard (required)\n"
-	"  -h, --help          this text\n";
+	"  -n, --node N        the node to guard (required, but with --service: the\n"
+	"                      one node of the config that lives on this host)\n"
+	"      --service       run as a service's main process (systemd): start the\n"
+	"                      node's server (or adopt the running one) first, and\n"
+	"                      on SIGTERM stop it and every process of the node\n"
+	"  -h, --help          this text\n"
+	"\n"
+	"Exit status: 0 stopped by SIGTERM; 1 the node could not be started\n"
+	"(--service) or another error; 2 usage; 3 the node already has a guard.\n";
 
 static volatile sig_atomic_t stop_requested;
 
@@ -95,7 +112,41 @@ struct guard {
 	uint64_t last_ckpt_ms, last_ckpt_idx;
 	uint64_t restarts[RESTARTS_PER_MINUTE];	/* when the last ones happened */
 	int said_no_rebuild;
+	int said_aside;		/* logged that another owner acts on the node */
+	int service;		/* --service: starts the node, and stops it on SIGTERM */
 };
+
+/* The node's owner lock for an action of the guard, without waiting: -1
+ * when apus start, restore, rebuild or stop holds it (the guard stands
+ * aside, and says so once per stretch). */
+static int own_node(struct guard *g)
+{
+	char holder[300];
+	int fd = owner_lock(&g->c.cfg, g->c.node, OWNER_LOCK_FILE, "apus guard", 0, NULL, holder,
+			    sizeof(holder));
+
+	if (fd == -1 && !g->said_aside)
+		glog("standing aside: %s acts on node %d", holder, g->c.node);
+	else if (fd == -2)
+		glog("%s", holder);
+	g->said_aside = fd == -1;
+	return fd < 0 ? -1 : fd;
+}
+
+/* NODE's server if one runs, adopting (recording) one that apus did not
+ * record: restored or started by someone else. */
+static pid_t running_server(struct guard *g)
+{
+	int adopted;
+	pid_t pid = node_server(&g->c.cfg, g->c.node, &adopted);
+
+	if (pid && adopted) {
+		cli_write_pidfile(&g->c.cfg, g->c.node, "apus.pid", pid);
+		glog("node %d runs as pid %d, which apus had not recorded: guarding it", g->c.node,
+		     (int)pid);
+	}
+	return pid;
+}
 
 static int periodic_due(struct guard *g, uint64_t applied)
 {
@@ -115,8 +166,14 @@ static void take_checkpoint(struct guard *g)
 	struct ckpt_info k;
 	char err[600];
 
+	int fd = own_node(g);
+
+	if (fd < 0)
+		return;
 	g->last_ckpt_ms = cli_mono_ms();
-	if (ckpt_take(&g->c.cfg, g->c.node, &k, NULL, err, sizeof(err))) {
+	int rc = ckpt_take(&g->c.cfg, g->c.node, &k, NULL, err, sizeof(err));
+	owner_unlock(fd);
+	if (rc) {
 		glog("checkpoint failed: %s", err);
 		return;
 	}
@@ -142,7 +199,26 @@ static int may_restart(struct guard *g)
 	return 1;
 }
 
+static void bring_back_owned(struct guard *g);
+
 static void bring_back(struct guard *g)
+{
+	int fd = own_node(g);
+
+	if (fd < 0)
+		return;
+	/* Looked again under the lock: whoever held it may have brought the
+	 * node back meanwhile. */
+	pid_t pid = running_server(g);
+	if (pid)
+		glog("node %d is running again (pid %d), brought back by another: nothing to do",
+		     g->c.node, (int)pid);
+	else
+		bring_back_owned(g);
+	owner_unlock(fd);
+}
+
+static void bring_back_owned(struct guard *g)
 {
 	struct ckpt_info used;
 	char err[600];
@@ -185,15 +261,22 @@ static void rebuild_behind(struct guard *g, pid_t pid)
 		g->said_no_rebuild = 1;
 		return;
 	}
-	if (!may_restart(g))
+	int fd = own_node(g);
+	if (fd < 0)
 		return;
+	if (!may_restart(g) || cli_node_pid(&g->c.cfg, node) != pid) {
+		owner_unlock(fd);
+		return;
+	}
 	glog("node %d is behind the leader's log: replacing it with one rebuilt from a peer", node);
 	kill(pid, SIGKILL);
 	for (int waited = 0; cli_pid_alive(pid) && waited < 5000; waited += 10) {
 		waitpid(pid, NULL, WNOHANG);
 		cli_sleep_ms(10);
 	}
-	if (node_rebuild(&g->c.cfg, node, -1, g->lib, &r, NULL, err, sizeof(err))) {
+	int rc = node_rebuild(&g->c.cfg, node, -1, g->lib, &r, NULL, err, sizeof(err));
+	owner_unlock(fd);
+	if (rc) {
 		glog("rebuilding node %d failed: %s", node, err);
 		return;
 	}
@@ -203,25 +286,108 @@ static void rebuild_behind(struct guard *g, pid_t pid)
 	     (unsigned long long)r.hold_ms, (int)r.pid);
 }
 
+/* --service without --node: the one node of the config on this host. */
+static int local_node(const struct apus_config *cfg)
+{
+	int found = -1;
+
+	for (int i = 0; i < cfg->nnodes; i++) {
+		if (!cli_node_is_local(cfg, i))
+			continue;
+		if (found >= 0) {
+			cli_error("guard: nodes %d and %d of %s both live on this host: say which with "
+				  "--node N", found, i, cfg->path);
+			return -1;
+		}
+		found = i;
+	}
+	if (found < 0)
+		cli_error("guard: no node of %s lives on this host (use --node N)", cfg->path);
+	return found;
+}
+
+/* --service: the node runs when this returns 0 (started now, or adopted). */
+static int service_start(struct guard *g)
+{
+	const struct apus_config *cfg = &g->c.cfg;
+	int node = g->c.node, ready = 0;
+	char holder[300];
+	int fd = owner_lock(cfg, node, OWNER_LOCK_FILE, "apus guard --service", g->c.timeout_ms, NULL,
+			    holder, sizeof(holder));
+
+	if (fd < 0) {
+		cli_error("node %d: %s", node, fd == -1 ? strcat(holder, " still acts on it") : holder);
+		return -1;
+	}
+	pid_t pid = running_server(g);
+	if (pid) {
+		glog("node %d runs already (pid %d)", node, (int)pid);
+		owner_unlock(fd);
+		return 0;
+	}
+	if (cli_mkdirs(cfg->nodes[node].data_dir) || cli_ensure_key(cfg, node) ||
+	    (pid = cli_spawn_node(cfg, node, g->lib)) < 0) {
+		owner_unlock(fd);
+		return -1;
+	}
+	for (int waited = 0; !ready; waited += TICK_MS) {
+		ready = cli_node_ready(cfg, node, pid, holder, sizeof(holder));
+		if (!ready && waited >= g->c.timeout_ms) {
+			snprintf(holder, sizeof(holder), "node %d was not ready after %d ms", node,
+				 g->c.timeout_ms);
+			ready = -1;
+		}
+		if (ready < 0) {
+			cli_error("%s (see its apus.log)", holder);
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			owner_unlock(fd);
+			return -1;
+		}
+		if (!ready)
+			cli_sleep_ms(TICK_MS);
+	}
+	glog("node %d started (pid %d)", node, (int)pid);
+	owner_unlock(fd);
+	return 0;
+}
+
 int cmd_guard(int argc, char **argv)
 {
 	struct timespec tick = { 0, TICK_MS * 1000000L };
 	struct guard g = { .last_role = ROLE_DOWN };
 	struct sigaction sa = { .sa_handler = on_term };
-	char why[300];
-	int rc = cli_parse(&g.c, "guard", usage, argc, argv);
+	char why[300], *rest[64];
+	int n = 0, rc;
 
+	/* --service is the guard's own flag; the rest are the common options. */
+	for (int i = 0; i < argc && n < 63; i++) {
+		if (i && !strcmp(argv[i], "--service"))
+			g.service = 1;
+		else
+			rest[n++] = argv[i];
+	}
+	rest[n] = NULL;
+	rc = cli_parse(&g.c, "guard", usage, n, rest);
 	if (rc)
 		return rc > 0 ? 0 : 2;
+	if (g.c.node < 0 && g.service && (g.c.node = local_node(&g.c.cfg)) < 0)
+		return 2;
 	if (g.c.node < 0) {
 		cli_error("guard: --node N is required");
 		return 2;
 	}
 	if (cli_find_lib(g.lib, sizeof(g.lib)))
 		return 1;
-	pid_t other = cli_guard_pid(&g.c.cfg, g.c.node);
-	if (other && other != getpid()) {
-		cli_error("node %d already has a guard (pid %d)", g.c.node, (int)other);
+	/* Held while this guard runs: one guard per node. */
+	int guard_lock = owner_lock(&g.c.cfg, g.c.node, GUARD_LOCK_FILE, "apus guard", 0, NULL, why,
+				    sizeof(why));
+	if (guard_lock == -1) {
+		cli_error("node %d already has a guard: %s", g.c.node, why);
+		return EXIT_OWNED;
+	}
+	if (guard_lock == -2) {
+		cli_error("%s", why);
 		return 1;
 	}
 	sigaction(SIGTERM, &sa, NULL);
@@ -232,6 +398,10 @@ int cmd_guard(int argc, char **argv)
 	glog("guarding node %d; %s", g.c.node,
 	     g.criu_ok ? "checkpoints on (CRIU works)" : why);
 	g.last_ckpt_ms = cli_mono_ms();
+	if (g.service && service_start(&g)) {
+		owner_unlock(guard_lock);
+		return 1;
+	}
 	/* Peers being rebuilt fetch snapshots of our backup from here. */
 	int lfd = -1;
 	if (g.c.cfg.nodes[g.c.node].guard_port) {
@@ -243,7 +413,7 @@ int cmd_guard(int argc, char **argv)
 	while (!stop_requested) {
 		while (waitpid(-1, NULL, WNOHANG) > 0)
 			;
-		pid_t pid = cli_node_pid(&g.c.cfg, g.c.node);
+		pid_t pid = running_server(&g);
 		const struct region_ctl *ctl = region_map_ctl(&g.c.cfg, g.c.node);
 		int role = ROLE_DOWN, behind = 0;
 		uint64_t applied = 0;
@@ -278,9 +448,17 @@ int cmd_guard(int argc, char **argv)
 	}
 	if (lfd >= 0)
 		close(lfd);
-	glog("stopping (node %d's server keeps running)", g.c.node);
 	char path[PATH_MAX];
-	if (!config_node_path(&g.c.cfg, g.c.node, GUARD_PIDFILE, path, sizeof(path)))
+	if (!config_run_path(&g.c.cfg, g.c.node, GUARD_PIDFILE, path, sizeof(path)))
 		unlink(path);
-	return 0;
+	if (g.service) {
+		int which[APUS_MAX_NODES] = { 0 };
+		which[g.c.node] = 1;
+		glog("stopping node %d", g.c.node);
+		rc = cli_stop_nodes(&g.c.cfg, which, 10000, 0);
+	} else {
+		glog("stopping (node %d's server keeps running)", g.c.node);
+	}
+	owner_unlock(guard_lock);
+	return rc;
 }

@@ -16,6 +16,7 @@
 #include "../coordinator/admission.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "owner.h"
 
 static const char usage[] =
 	"usage: apus start --config FILE [--node N] [--timeout MS]\n"
@@ -31,7 +32,14 @@ static const char usage[] =
 	"  -t, --timeout MS    how long to wait for readiness (default: start_timeout_ms)\n"
 	"  -h, --help          this text\n"
 	"\n"
-	"Each node writes <data_dir>/apus.pid and logs to <data_dir>/apus.log.\n"
+	"A node that runs already is left as it is (and its guard started if the\n"
+	"config wants one and none runs); one that apus restore, rebuild or its\n"
+	"guard is acting on is waited for, up to the timeout.\n"
+	"\n"
+	"Exit status: 0 every node asked for runs (started now or before); 1 one\n"
+	"could not be started, or no leader came; 2 usage.\n"
+	"\n"
+	"Each node writes <run_dir>/apus.pid and logs to <data_dir>/apus.log.\n"
 	"A node with netns = NAME runs in that network namespace (ip netns).\n"
 	"With transport tcp or rdma, a missing secret_file (the cluster key)\n"
 	"is generated, mode 0600; copy it to every replica's host.\n"
@@ -139,7 +147,7 @@ static int split_words(char *cmd, char **argv, int max)
 /* The cluster key a network transport admits peers with (and guards their
  * snapshot clients): generated here when missing, so a fresh cluster needs
  * no extra step. */
-static int ensure_key(const struct apus_config *cfg, int node)
+int cli_ensure_key(const struct apus_config *cfg, int node)
 {
 	const char *path = cfg->nodes[node].secret_file;
 	int rc;
@@ -184,6 +192,10 @@ pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 	if (pid == 0) {
 		setsid();
 		cli_redirect_stdio(logpath);
+		/* Nothing of the caller's (a script's pipes, bats' files): the
+		 * server would hold them for its life, and its CRIU images would
+		 * name files that are gone by the time they are restored. */
+		close_range(3, ~0U, 0);
 		if (cfg->nodes[node].netns[0] && cli_enter_netns(cfg->nodes[node].netns) < 0) {
 			fprintf(stderr, "apus: cannot enter network namespace %s: %s\n",
 				cfg->nodes[node].netns, strerror(errno));
@@ -200,6 +212,36 @@ pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 	}
 	cli_write_pidfile(cfg, node, "apus.pid", pid);
 	return pid;
+}
+
+int cli_node_ready(const struct apus_config *cfg, int node, pid_t pid, char *err, size_t len)
+{
+	int st, ready = 0;
+
+	if (waitpid(pid, &st, WNOHANG) == pid) {
+		snprintf(err, len, "node %d exited while starting (%s %d)", node,
+			 WIFEXITED(st) ? "status" : "signal",
+			 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+		return -1;
+	}
+	if (!cli_pid_alive(pid)) {
+		snprintf(err, len, "node %d exited while starting", node);
+		return -1;
+	}
+	const struct region_ctl *ctl = region_map_ctl(cfg, node);
+	if (!ctl)
+		return 0;
+	const struct node_status *s = &ctl->status;
+	if (s->pid == (uint64_t)pid) {
+		if (s->role == ROLE_FAILED) {
+			snprintf(err, len, "node %d failed to start: %s", node, s->error);
+			ready = -1;
+		} else {
+			ready = s->ready && s->app_listening;
+		}
+	}
+	region_unmap_ctl(ctl);
+	return ready;
 }
 
 /* Starts NODE's guard (apus guard) in its own session, logging to
@@ -282,8 +324,11 @@ int cmd_start(int argc, char **argv)
 	struct cli c;
 	char lib[PATH_MAX];
 	pid_t pids[APUS_MAX_NODES] = { 0 };
-	int want[APUS_MAX_NODES] = { 0 }, count = 0, rc;
+	int want[APUS_MAX_NODES] = { 0 }, locks[APUS_MAX_NODES], count = 0, rc;
 	struct timespec tick = { 0, 20 * 1000000 };
+
+	for (int i = 0; i < APUS_MAX_NODES; i++)
+		locks[i] = -1;
 
 	rc = cli_parse(&c, "start", usage, argc, argv);
 	if (rc)
@@ -296,11 +341,32 @@ int cmd_start(int argc, char **argv)
 			cli_error("checkpoints are off: %s; replication runs without them", why);
 	}
 	for (int i = 0; i < c.cfg.nnodes; i++) {
+		char holder[300];
+		int adopted;
+
 		if (c.node >= 0 ? i != c.node : !cli_node_is_local(&c.cfg, i))
 			continue;
-		pid_t running = cli_node_pid(&c.cfg, i);
+		locks[i] = owner_lock(&c.cfg, i, OWNER_LOCK_FILE, "apus start", c.timeout_ms, NULL,
+				      holder, sizeof(holder));
+		if (locks[i] == -1) {
+			cli_error("node %d: %s still acts on it after %d ms: not started", i, holder,
+				  c.timeout_ms);
+			goto fail;
+		}
+		if (locks[i] == -2) {
+			cli_error("node %d: %s", i, holder);
+			goto fail;
+		}
+		pid_t running = node_server(&c.cfg, i, &adopted);
 		if (running) {
-			printf("node %d is already running (pid %d)\n", i, (int)running);
+			if (adopted)
+				cli_write_pidfile(&c.cfg, i, "apus.pid", running);
+			printf("node %d is already running (pid %d%s)\n", i, (int)running,
+			       adopted ? ", which apus had not recorded: recorded now" : "");
+			if (c.cfg.guard)
+				cli_start_guard(&c.cfg, i);
+			owner_unlock(locks[i]);
+			locks[i] = -1;
 			continue;
 		}
 		if (cli_mkdirs(c.cfg.nodes[i].data_dir)) {
@@ -308,7 +374,7 @@ int cmd_start(int argc, char **argv)
 				  i, strerror(errno));
 			goto fail;
 		}
-		if (ensure_key(&c.cfg, i))
+		if (cli_ensure_key(&c.cfg, i))
 			goto fail;
 		pids[i] = cli_spawn_node(&c.cfg, i, lib);
 		if (pids[i] < 0)
@@ -330,33 +396,23 @@ int cmd_start(int argc, char **argv)
 	int started = count;
 	for (int waited = 0; count; waited += 20) {
 		for (int i = 0; i < c.cfg.nnodes; i++) {
-			char logpath[PATH_MAX];
-			int st;
+			char logpath[PATH_MAX], err[300];
 
 			if (!want[i])
 				continue;
 			config_node_path(&c.cfg, i, "apus.log", logpath, sizeof(logpath));
-			if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
-				cli_error("node %d exited while starting (%s %d); last lines of %s:", i,
-					  WIFEXITED(st) ? "status" : "signal",
-					  WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), logpath);
+			int ok = cli_node_ready(&c.cfg, i, pids[i], err, sizeof(err));
+			if (ok < 0) {
+				cli_error("%s; last lines of %s:", err, logpath);
 				print_log_tail(logpath);
-				pids[i] = 0;
+				if (!cli_pid_alive(pids[i]))
+					pids[i] = 0;
 				goto fail;
 			}
-			const struct region_ctl *ctl = region_map_ctl(&c.cfg, i);
+			const struct region_ctl *ctl = ok ? region_map_ctl(&c.cfg, i) : NULL;
 			if (!ctl)
 				continue;
 			const struct node_status *s = &ctl->status;
-			int ok = 0;
-			if (s->pid == (uint64_t)pids[i]) {
-				if (s->role == ROLE_FAILED) {
-					cli_error("node %d failed to start: %s", i, s->error);
-					region_unmap_ctl(ctl);
-					goto fail;
-				}
-				ok = s->ready && s->app_listening;
-			}
 			if (ok) {
 				printf("node %d started: %s, pid %d, app %s:%d\n", i, role_label(s->role),
 				       (int)pids[i], c.cfg.nodes[i].address, c.cfg.nodes[i].app_port);
@@ -371,6 +427,8 @@ int cmd_start(int argc, char **argv)
 					       i, c.cfg.path, i, c.cfg.path, i);
 				if (c.cfg.guard)
 					cli_start_guard(&c.cfg, i);
+				owner_unlock(locks[i]);
+				locks[i] = -1;
 				want[i] = 0;
 				count--;
 			}
@@ -395,10 +453,12 @@ int cmd_start(int argc, char **argv)
 	return 0;
 fail:
 	/* Leave nothing half-started behind. */
-	for (int i = 0; i < c.cfg.nnodes; i++)
+	for (int i = 0; i < c.cfg.nnodes; i++) {
 		if (pids[i] > 0) {
 			kill(pids[i], SIGKILL);
 			waitpid(pids[i], NULL, 0);
 		}
+		owner_unlock(locks[i]);
+	}
 	return 1;
 }

@@ -1,0 +1,52 @@
+/* One owner per node.  apus start, restore, rebuild and stop, and the
+ * node's guard, each act on a node only while they hold its owner lock:
+ * flock(2) on <run_dir>/apus.owner.lock, which names the holder ("PID WHAT") so
+ * that whoever finds it taken can say who acts.  The kernel drops the lock
+ * with its holder, so a crashed holder never leaves the node locked.
+ *
+ * A node's server is the process that holds <data_dir>/apus.lock (the
+ * shim takes it for the life of the process; CRIU restores it with the
+ * process, whoever restored it).  A node's processes are those that have
+ * that file open (the server and what it forked) or whose environment
+ * names the node (APUS_CONFIG and APUS_NODE, set by cli_spawn_node: what
+ * it ran and its children, for servers that keep their environment). */
+#ifndef APUS_OWNER_H
+#define APUS_OWNER_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "../coordinator/config.h"
+
+#define OWNER_LOCK_FILE "apus.owner.lock"
+#define GUARD_LOCK_FILE "apus.guard.lock"
+
+/* Takes NODE's lock FILE (OWNER_LOCK_FILE or GUARD_LOCK_FILE) for WHAT
+ * (e.g. "apus restore"), waiting up to WAIT_MS for its holder.  Returns
+ * the lock's fd (>= 0); -1 when another holds it still, with HOLDER set to
+ * "WHAT (pid P)"; -2 on an error, with HOLDER set to why. *WAITED (may be
+ * NULL) says whether it found the lock taken at first. */
+int owner_lock(const struct apus_config *cfg, int node, const char *file, const char *what,
+	       int wait_ms, int *waited, char *holder, size_t len);
+void owner_unlock(int fd);
+
+/* Every live process of NODE (see above), this one excepted: up to MAX
+ * pids in OUT; returns how many there are. */
+int node_processes(const struct apus_config *cfg, int node, pid_t *out, int max);
+
+/* Whether PID is one of NODE's processes (a recorded pid may have been
+ * reused by another process since). */
+int node_owns_pid(const struct apus_config *cfg, int node, pid_t pid);
+
+/* PID's parent, or 0 when it is gone. */
+pid_t process_parent(pid_t pid);
+
+/* NODE's server: the pid its pid file records if that one lives (and
+ * holds the server lock, or nobody does yet), else the lock's holder, else 0.
+ * *ADOPTED (may be NULL) is set when it was not the recorded one. */
+pid_t node_server(const struct apus_config *cfg, int node, int *adopted);
+
+/* The last line of NODE's guard log (apus.guard.log), for messages. */
+void guard_last_line(const struct apus_config *cfg, int node, char *out, size_t len);
+
+#endif
