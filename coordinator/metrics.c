@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -322,8 +323,14 @@ static void accept_clients(struct metrics *m)
 		int fd = accept4(m->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), i, old = 0;
 
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+				/* Out of descriptors, say: the client stays pending and
+				 * poll would report it again at once. */
+				struct timespec pause = { 0, 100 * 1000000L };
+
 				pr_debug("accept failed: %s", strerror(errno));
+				nanosleep(&pause, NULL);
+			}
 			return;
 		}
 		/* Full: the client nearest its deadline makes room. */
