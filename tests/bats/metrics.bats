@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # Prometheus metrics: every node serves GET /metrics on its metrics_port
-# (text format 0.0.4); the counters move with writes, refused clients and
-# failovers; other paths get 404; a client that sends nothing does not
-# block a scrape; a node whose metrics port is taken runs without one.
+# (text format 0.0.4); the counters move with writes, refused clients, a
+# checkpoint and a failover; other paths get 404; a client that sends
+# nothing does not block a scrape; a node whose metrics port is taken runs
+# without one.
 
 load helpers
 
@@ -255,6 +256,23 @@ s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); time.sleep(120)' "$host" "
 	# ... and it follows the leader again.
 	retry 50 0.2 metric_is "$n" apus_leader_node "$(leader_id)" ||
 		fail "node $n: does not follow leader $(leader_id): $(metric "$n" apus_leader_node)"
+}
+
+@test "apus checkpoint of a backup shows in its checkpoint metrics" {
+	local n out
+	command -v criu >/dev/null 2>&1 || skip "CRIU not installed (scripts/install-criu.sh builds one)"
+	n=$(backups | head -n 1)
+	[ -n "$n" ] || fail "no backup"
+	assert_eq "$(metric "$n" apus_checkpoints_total)" 0 "node $n: checkpoints before"
+	out=$(timeout 120 "$APUS" checkpoint --config "$CONF" --node "$n" 2>&1 3>&-) ||
+		fail "apus checkpoint --node $n failed: $out"
+	# The dump leaves the node running: its endpoint still answers.
+	assert_eq "$(metric "$n" apus_checkpoints_total)" 1 "node $n: checkpoints after"
+	metric_at_least "$n" apus_checkpoint_bytes 100000 || fail "node $n: image bytes $(metric "$n" apus_checkpoint_bytes)"
+	awk -v d="$(metric "$n" apus_checkpoint_duration_seconds)" 'BEGIN { exit !(d > 0) }' ||
+		fail "node $n: dump duration $(metric "$n" apus_checkpoint_duration_seconds)"
+	redis-cli -h "$(leader_host)" -p "$(leader_port)" SET after-checkpoint yes >/dev/null
+	wait_equal_on_all "$CONF" yes GET after-checkpoint
 }
 
 @test "a failover shows in elections_won_total and leader_changes_total" {
