@@ -125,7 +125,7 @@ static int copy_str(struct parser *p, const char *key, const char *v, char *dst,
 }
 
 static int set_global(struct parser *p, struct apus_config *c, const char *k, const char *v,
-		      int *default_port)
+		      int *default_port, int *default_metrics)
 {
 	uint64_t sz;
 	int i;
@@ -228,6 +228,8 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 	}
 	if (!strcmp(k, "app_port"))
 		return parse_int(p, k, v, 1, 65535, default_port);
+	if (!strcmp(k, "metrics_port"))
+		return parse_int(p, k, v, 1, 65535, default_metrics);
 	if (!strcmp(k, "secret_file"))
 		return copy_str(p, k, v, c->secret_file, sizeof(c->secret_file));
 	if (!strcmp(k, "run_dir"))
@@ -245,6 +247,8 @@ static int set_node(struct parser *p, struct node_conf *n, const char *k, const 
 		return parse_int(p, k, v, 1, 65535, &n->peer_port);
 	if (!strcmp(k, "guard_port"))
 		return parse_int(p, k, v, 1, 65535, &n->guard_port);
+	if (!strcmp(k, "metrics_port"))
+		return parse_int(p, k, v, 1, 65535, &n->metrics_port);
 	if (!strcmp(k, "data_dir"))
 		return copy_str(p, k, v, n->data_dir, sizeof(n->data_dir));
 	if (!strcmp(k, "secret_file"))
@@ -308,7 +312,7 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 	struct parser p = { .path = path, .line = 0, .err = err, .errlen = errlen };
 	struct node_conf *cur = NULL;
 	char line[8192], base[PATH_MAX];
-	int default_port = 0, rc = -1;
+	int default_port = 0, default_metrics = 0, rc = -1;
 	FILE *f;
 
 	set_defaults(c);
@@ -376,7 +380,7 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 			fail(&p, "%s: missing value", k);
 			goto out;
 		}
-		if (cur ? set_node(&p, cur, k, v) : set_global(&p, c, k, v, &default_port))
+		if (cur ? set_node(&p, cur, k, v) : set_global(&p, c, k, v, &default_port, &default_metrics))
 			goto out;
 	}
 
@@ -467,7 +471,22 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 			     n->guard_port);
 			goto out;
 		}
+		if (!n->metrics_port)
+			n->metrics_port = default_metrics;
+		if (n->metrics_port && (n->metrics_port == n->app_port ||
+					n->metrics_port == n->peer_port ||
+					n->metrics_port == n->guard_port)) {
+			fail(&p, "[node %d] metrics_port %d is also its app_port, peer_port or "
+				 "guard_port", i, n->metrics_port);
+			goto out;
+		}
 		for (int j = 0; j < i; j++) {
+			if (n->metrics_port && !strcmp(c->nodes[j].address, n->address) &&
+			    c->nodes[j].metrics_port == n->metrics_port) {
+				fail(&p, "[node %d] has the same address and metrics_port as node %d", i,
+				     j);
+				goto out;
+			}
 			if (!strcmp(c->nodes[j].data_dir, n->data_dir)) {
 				fail(&p, "[node %d] shares data_dir with node %d", i, j);
 				goto out;

@@ -22,6 +22,7 @@
  *   [node N]  address = A   app_port = P   peer_port = Q   data_dir = D
  *             netns = NAME  (run the node's server in that network namespace)
  *             guard_port = G (its guard serves snapshots for apus rebuild)
+ *             metrics_port = M (Prometheus metrics of the node; metrics.h)
  *             secret_file = F (this node's copy of the key, if elsewhere)
  *             run_dir = R (this node's pid files and lock, exactly there)
  *
@@ -53,6 +54,7 @@ struct node_conf {
 	int app_port;
 	int peer_port;
 	int guard_port;		/* its guard serves snapshots to peers being rebuilt (0: none) */
+	int metrics_port;	/* the node serves GET /metrics there (0: none) */
 	char data_dir[PATH_MAX];
 	char secret_file[PATH_MAX];	/* absolute; the global one unless set */
 	char netns[64];			/* empty: the caller's namespace */

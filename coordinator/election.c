@@ -297,6 +297,7 @@ int election_stand(struct node *n)
 			node_save_durable(n);
 			__atomic_store_n(&n->serving, 0, __ATOMIC_RELEASE);
 			node_set_role(n, ROLE_LEADER, n->self, view);
+			status_add(&n->ctl->status.elections_won, 1);
 			pr_info("won view %llu with %d of %d votes", (unsigned long long)view, votes,
 				n->cfg.nnodes);
 			return 1;
@@ -305,10 +306,13 @@ int election_stand(struct node *n)
 		if (n->cfg.nnodes - __builtin_popcount(refused) < n->quorum)
 			break;
 		/* Another candidate with a better log, or a leader already. */
-		if (election_answer(n, 1) || someone_leads(n, view))
+		if (election_answer(n, 1) || someone_leads(n, view)) {
+			status_add(&n->ctl->status.elections_lost, 1);
 			return 0;
+		}
 		n->ops->wait(n->tp, seen, 1000);
 	}
+	status_add(&n->ctl->status.elections_lost, 1);
 	pr_info("no majority for view %llu (%d vote%s)", (unsigned long long)view, votes,
 		votes == 1 ? "" : "s");
 	node_set_role(n, ROLE_BACKUP, -1, __atomic_load_n(&n->view, __ATOMIC_ACQUIRE));

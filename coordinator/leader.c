@@ -11,6 +11,7 @@
 #include "futex.h"
 #include "hook.h"
 #include "logger.h"
+#include "metrics.h"
 #include "node.h"
 #include "replay.h"
 
@@ -452,6 +453,7 @@ static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
 		done += chunk;
 	} while (done < len);
 	pthread_mutex_unlock(&n->lock);
+	status_add(&n->ctl->status.proposals, 1);
 
 	if (ring)
 		leader_ring(n, 0);
@@ -463,28 +465,40 @@ static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
 	return m.idx;
 }
 
+/* Waits for W's commit; a commit counts in the latency histogram from T0. */
+static int commit_wait_timed(struct node *n, struct entry_wait *w, uint64_t t0)
+{
+	int rc = leader_wait(n, entry_committed, (uint64_t)(uintptr_t)w, ring_all);
+
+	if (!rc)
+		metrics_commit_latency(&n->ctl->status, now_ns() - t0);
+	return rc;
+}
+
 int node_propose(struct node *n, int type, struct viewstamp conn, const struct iovec *iov,
 		 int iovcnt, size_t len, struct viewstamp *vs)
 {
-	uint64_t last_pos, last_idx;
+	uint64_t last_pos, last_idx, t0;
 
 	if (!node_serving(n))
 		return -EPERM;
+	t0 = now_ns();
 	last_idx = leader_submit(n, type, conn, iov, iovcnt, len, vs, &last_pos, 1);
 	if (n->cfg.commit_wait == COMMIT_WAIT_REPLY)
 		return 0;	/* node_wait_output() waits before the reply leaves */
 
 	struct entry_wait w = { last_idx,
 				(const struct entry_hdr *)(n->log + last_pos % n->log_size) };
-	return leader_wait(n, entry_committed, (uint64_t)(uintptr_t)&w, ring_all);
+	return commit_wait_timed(n, &w, t0);
 }
 
 int node_propose_batch(struct node *n, const struct proposal *p, int count)
 {
-	uint64_t last_pos = 0, last_idx = 0;
+	uint64_t last_pos = 0, last_idx = 0, t0;
 
 	if (!node_serving(n))
 		return -EPERM;
+	t0 = now_ns();
 	for (int i = 0; i < count; i++)
 		last_idx = leader_submit(n, p[i].type, p[i].conn, p[i].iov, p[i].iovcnt, p[i].len,
 					 NULL, &last_pos, i == count - 1);
@@ -493,7 +507,7 @@ int node_propose_batch(struct node *n, const struct proposal *p, int count)
 	/* Backups ack in log order: the last entry's commit commits all. */
 	struct entry_wait w = { last_idx,
 				(const struct entry_hdr *)(n->log + last_pos % n->log_size) };
-	return leader_wait(n, entry_committed, (uint64_t)(uintptr_t)&w, ring_all);
+	return commit_wait_timed(n, &w, t0);
 }
 
 int node_record(struct node *n, int type, const void *data, size_t len)
@@ -532,7 +546,11 @@ int node_wait_output(struct node *n)
 		return -EPERM;
 	if (__atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) >= idx)
 		return 0;
-	return leader_wait(n, all_committed, idx, ring_all);
+	uint64_t t0 = now_ns();
+	int rc = leader_wait(n, all_committed, idx, ring_all);
+	if (!rc)
+		metrics_commit_latency(&n->ctl->status, now_ns() - t0);
+	return rc;
 }
 
 /* A newly elected leader: forget what backups reported to an earlier

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "logger.h"
+#include "metrics.h"
 #include "replay.h"
 
 /* Spinning only pays while the peer we wait for has a core of its own; on
@@ -45,6 +46,12 @@ void node_update_status(struct node *n)
 
 void node_set_role(struct node *n, int role, int leader, uint64_t view)
 {
+	/* A failover, as this node sees it: a newer view's leader, after the first it knew. */
+	if (leader >= 0 && view + 1 > n->led_views) {
+		if (n->led_views)
+			status_add(&n->ctl->status.leader_changes, 1);
+		n->led_views = view + 1;
+	}
 	__atomic_store_n(&n->view, view, __ATOMIC_RELEASE);
 	__atomic_store_n(&n->leader, leader, __ATOMIC_RELEASE);
 	__atomic_store_n(&n->role, role, __ATOMIC_RELEASE);
@@ -380,6 +387,7 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 		goto fail;
 	}
 	node_checkpoint_init(n);
+	n->led_views = n->leader >= 0 ? n->view + 1 : 0;
 	node_save_durable(n);
 	node_update_status(n);
 	if (n->cfg.fsync == FSYNC_BATCH) {
@@ -400,6 +408,7 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 	}
 	if (node_snapshot_start(n))
 		pr_err("cannot start the snapshot thread: this node takes no snapshots");
+	metrics_start(n);
 	return n;
 fail:
 	/* Threads never started here; the mapping stays (the CLI reads the

@@ -91,6 +91,10 @@ struct node {
 	uint64_t answered[APUS_MAX_NODES];	/* last request of each candidate answered */
 	uint64_t probed[APUS_MAX_NODES];	/* last pre-vote round of each answered */
 	uint64_t max_seen;	/* highest view any peer told us of */
+
+	/* 1 + the newest view whose leader this node knew (0: none yet), for
+	 * status.leader_changes (node_set_role; the role thread only). */
+	uint64_t led_views;
 };
 
 /* Called (from the role thread) when this node's server must be rebuilt

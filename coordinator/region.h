@@ -130,6 +130,8 @@ struct log_hint {
 	uint64_t view;
 };
 
+#define STATUS_LAT_BUCKETS 15
+
 /* Written by this node only, read by the CLI. */
 struct node_status {
 	uint64_t pid;
@@ -171,6 +173,20 @@ struct node_status {
 	uint64_t snap_ms;	/* how long the last one took */
 	uint32_t recoverable;
 	uint32_t snap_failures;	/* in a row */
+	/* Counters since this process started, for `apus status` and the
+	 * metrics endpoint (metrics.h); bumped with relaxed atomic adds
+	 * (status_add) by whichever thread sees the event. */
+	uint64_t snap_bytes;	/* size of the last snapshot */
+	uint64_t proposals;	/* leader: events appended to the log */
+	/* Leader: how long proposals (commit_wait = reply: held replies)
+	 * waited for their commit; lat_bucket[i] counts waits in
+	 * (bound[i-1], bound[i]] of metrics_lat_bounds, the last is +Inf. */
+	uint64_t lat_bucket[STATUS_LAT_BUCKETS];
+	uint64_t lat_sum_ns;
+	uint64_t elections_won;
+	uint64_t elections_lost;	/* stood (past the pre-vote) without winning */
+	uint64_t leader_changes;	/* newer views with a known leader seen after the first */
+	uint64_t sent_bytes[APUS_MAX_NODES];	/* bytes of writes into each peer's region */
 };
 
 /* The guard's checkpoint handshake (coordinator/checkpoint.c): the guard
@@ -191,6 +207,12 @@ struct ckpt_words {
 	uint64_t view;		/* node: its view */
 	uint64_t refused;	/* node: nonzero: ack refused the request (not a backup) */
 	uint64_t drained;	/* node: its server had consumed every entry up to idx */
+	/* Guard (ckpt_take only), for the metrics endpoint: checkpoints
+	 * taken of this region's process, the last one's dump time and
+	 * image size. */
+	uint64_t taken;
+	uint64_t dump_ms;
+	uint64_t image_bytes;
 };
 
 struct region_ctl {
@@ -304,6 +326,12 @@ static inline uint64_t load64(const uint64_t *p)
 static inline void store64(uint64_t *p, uint64_t v)
 {
 	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+/* A counter of struct node_status: nothing is ordered by it. */
+static inline void status_add(uint64_t *p, uint64_t v)
+{
+	__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 
 #endif

@@ -381,6 +381,7 @@ static int take(struct node *n, char *why, size_t whylen)
 		return -1;
 	}
 	publish(n, &rp);
+	store64(&n->ctl->status.snap_bytes, rp.bytes);
 	pr_info("snapshot at entry %llu (%.1f MB): the recovery point", (unsigned long long)rp.index,
 		(double)rp.bytes / 1e6);
 	return 0;

@@ -886,6 +886,7 @@ static int rdma_write(struct transport *t, int peer, uint64_t off, const void *b
 			rc = -ECONNRESET;
 		} else {
 			o->dirty = 1;
+			status_add(&local_ctl(s)->status.sent_bytes[peer], len);
 		}
 	}
 	pthread_mutex_unlock(&o->lock);

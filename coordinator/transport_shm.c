@@ -302,6 +302,7 @@ static int shm_write(struct transport *t, int peer, uint64_t off, const void *bu
 		__atomic_store_n(base + off + len - 1, ((const char *)buf)[len - 1],
 				 __ATOMIC_RELEASE);
 	}
+	status_add(&ctl_of(SHM(t)->local)->status.sent_bytes[peer], len);
 	return 0;
 }
 

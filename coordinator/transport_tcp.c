@@ -481,6 +481,8 @@ static int tcp_write(struct transport *t, int peer, uint64_t off, const void *bu
 		rc = out_send(s, peer, iov, 2);
 	}
 	pthread_mutex_unlock(&o->lock);
+	if (!rc)
+		status_add(&local_ctl(s)->status.sent_bytes[peer], len);
 	return rc;
 }
 

@@ -556,6 +556,10 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 		seterr(err, errlen, "cannot rename %s: %s", tmp, strerror(errno));
 		goto fail;
 	}
+	/* For the node's metrics endpoint (coordinator/metrics.c). */
+	store64(&ctl->ckpt.dump_ms, c.dump_ms);
+	store64(&ctl->ckpt.image_bytes, c.image_bytes);
+	__atomic_fetch_add(&ctl->ckpt.taken, 1, __ATOMIC_RELEASE);
 	region_unmap_ctl(ctl);
 	*out = c;
 	return 0;

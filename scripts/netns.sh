@@ -106,6 +106,7 @@ loopback() {
 		/^[[:space:]]*app_port[[:space:]]*=/ { if (!app) app = val($0); if (node) next }
 		/^[[:space:]]*peer_port[[:space:]]*=/ { if (!peer) peer = val($0); if (node) next }
 		/^[[:space:]]*guard_port[[:space:]]*=/ { if (!gport) gport = val($0); if (node) next }
+		/^[[:space:]]*metrics_port[[:space:]]*=/ { if (!mport) mport = val($0); if (node) next }
 		{ lines[++n] = $0; sect[n] = node }
 		END {
 			for (i = 1; i <= n; i++) {
@@ -117,6 +118,7 @@ loopback() {
 					print "app_port = " app + sect[i]
 					if (peer) print "peer_port = " peer + sect[i]
 					if (gport) print "guard_port = " gport + sect[i]
+					if (mport) print "metrics_port = " mport + sect[i]
 				}
 			}
 		}' "$conf"

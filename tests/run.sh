@@ -90,6 +90,7 @@ VARIANTS=(
 	"checkpoint.bats|APUS_TEST_NETNS=tcp-netns"
 	"rebuild.bats|APUS_TEST_NETNS=tcp-netns"
 	"durability.bats|APUS_TEST_NETNS=tcp-netns"
+	"metrics.bats|APUS_TEST_NETNS=tcp-netns"
 )
 bats_files=()
 for f in tests/bats/*.bats; do

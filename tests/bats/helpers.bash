@@ -102,7 +102,8 @@ function test_dir() {
 # DIR/apus.conf for APUS_TEST_NODES nodes on 127.0.0.1; node i gets app port
 # PORTBASE+1+i and data dir DIR/n<i>. Prints the config's path. With
 # APUS_TEST_NETNS=1, node i lives in namespace i of scripts/netns.sh at its
-# address there, and every node uses app port PORTBASE+1.
+# address there, and every node uses app port PORTBASE+1. APUS_TEST_METRICS
+# non-empty: node i serves metrics on PORTBASE+81+i (netns: PORTBASE+81).
 function make_conf() {
 	local dir=$1 portbase=$2 log_size=${3:-64M}
 	shift 2
@@ -157,11 +158,13 @@ function make_conf() {
 				echo "app_port = $((portbase + 1))"
 				echo "peer_port = $((portbase + 51))"
 				[ "${APUS_TEST_GUARD:-off}" = on ] && echo "guard_port = $((portbase + 71))"
+				[ -n "${APUS_TEST_METRICS:-}" ] && echo "metrics_port = $((portbase + 81))"
 			else
 				echo "address  = 127.0.0.1"
 				echo "app_port = $((portbase + 1 + i))"
 				echo "peer_port = $((portbase + 51 + i))"
 				[ "${APUS_TEST_GUARD:-off}" = on ] && echo "guard_port = $((portbase + 71 + i))"
+				[ -n "${APUS_TEST_METRICS:-}" ] && echo "metrics_port = $((portbase + 81 + i))"
 			fi
 			echo "data_dir = $dir/n$i"
 		done

@@ -101,6 +101,23 @@ int main(void)
 	CHECK(config_expand(&c, 0, c.snapshot_cmd, cmd, sizeof(cmd)) == 0 &&
 		      !strcmp(cmd, "cli -s /tmp/a/s SAVE") && !strcmp(c.snapshot_file, "dump.rdb"),
 	      "snapshot_cmd expanded '%s'", cmd);
+	/* The metrics endpoint: per node, or a default for all; off when unset. */
+	CHECK(load(NODES, &c, err, sizeof(err)) == 0 && !c.nodes[0].metrics_port,
+	      "metrics_port unset: %d", c.nodes[0].metrics_port);
+	CHECK(load(NODES "metrics_port = 7011\n[node 1]\napp_port = 7002\ndata_dir = /tmp/b\n"
+		   "metrics_port = 7012\n", &c, err, sizeof(err)) == 0 &&
+		      c.nodes[0].metrics_port == 7011 && c.nodes[1].metrics_port == 7012,
+	      "per-node metrics_port: %s", err);
+	CHECK(load("metrics_port = 7130\napp_cmd = x\n[node 0]\naddress = 10.1.0.1\napp_port = 1\n"
+		   "data_dir = /a\n[node 1]\naddress = 10.1.0.2\napp_port = 1\ndata_dir = /b\n",
+		   &c, err, sizeof(err)) == 0 && c.nodes[1].metrics_port == 7130,
+	      "global metrics_port: %s", err);
+	expect_error(NODES "metrics_port = 0\n", 5, "out of range");
+	expect_error(NODES "metrics_port = 70000\n", 5, "out of range");
+	expect_error(NODES "metrics_port = 7001\n", 2, "metrics_port 7001 is also its app_port");
+	expect_error(NODES "guard_port = 9\nmetrics_port = 9\n", 2, "metrics_port 9 is also");
+	expect_error("metrics_port = 7010\n" NODES "[node 1]\napp_port = 7002\ndata_dir = /b\n", 6,
+		     "same address and metrics_port as node 0");
 	unlink(path);
 	CHECK(config_load(path, &c, err, sizeof(err)) == -1 && strstr(err, "cannot open"), "%s", err);
 	return 0;
