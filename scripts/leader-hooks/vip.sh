@@ -71,6 +71,7 @@ drop() {
 		[ -n "$dev" ] && [ "$release" -eq 1 ] && [ "$d" != "$dev" ] && continue
 		if ip "$@" addr del "$a" dev "$d" 2>/dev/null; then
 			say "removed $a from $d $where"
+			removed=$((removed + 1))
 		elif [[ $'\n'"$(holders "$@")" == *$'\n'"$d "* ]]; then
 			say "could not remove $a from $d $where" >&2
 			return 1
@@ -78,9 +79,10 @@ drop() {
 	done < <(holders "$@")
 }
 
+removed=0
 if [ "$release" -eq 1 ]; then
 	drop "here"
-	[ -n "$(holders)" ] || say "$vip is not held here"
+	[ "$removed" -gt 0 ] || say "$vip is not held ${dev:+on $dev }here"
 	exit 0
 fi
 
