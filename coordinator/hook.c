@@ -33,6 +33,7 @@ void hook_leader_change(struct node *n)
 	char *argv[] = { "sh", "-c", n->cfg.leader_hook, NULL };
 	char **env;
 	size_t cnt = 0, k = 0;
+	posix_spawn_file_actions_t fa;
 	pthread_t t;
 	pid_t pid;
 	int rc;
@@ -58,7 +59,16 @@ void hook_leader_change(struct node *n)
 	env[k++] = leader;
 	env[k++] = config;
 	env[k] = NULL;
-	rc = posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, env);
+	/* The hook must hold none of the server's descriptors: a listening
+	 * socket it kept (arping runs for seconds) would make a restart of
+	 * this node fail to bind, a peer socket would hide this node's death. */
+	rc = posix_spawn_file_actions_init(&fa);
+	if (!rc) {
+		rc = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+		if (!rc)
+			rc = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, env);
+		posix_spawn_file_actions_destroy(&fa);
+	}
 	free(env);
 	if (rc) {
 		pr_err("cannot run leader_hook: %s", strerror(rc));

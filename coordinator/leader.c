@@ -654,6 +654,8 @@ void leader_run(struct node *n, int takeover)
 
 	if (takeover)
 		leader_takeover(n);
+	else
+		hook_leader_change(n);	/* a new cluster's node 0 serves view 0 at once */
 	n->ctl->status.ready = 0;
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED) && !deposed(n)) {
 		/* Acks may arrive while no proposer waits (commit_wait = reply). */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what apus needs to build, test and benchmark: a C toolchain,
-# Redis, bats, the RDMA/OpenSSL headers, and what the benchmark suite
+# Redis, bats, the RDMA/OpenSSL headers, arping (gratuitous ARP for
+# scripts/leader-hooks/vip.sh), and what the benchmark suite
 # compares against or draws with (etcd, gnuplot). Idempotent: does nothing
 # when all are present.
 set -euo pipefail
@@ -11,6 +12,7 @@ PKGS=(
 	bats
 	libibverbs-dev librdmacm-dev libssl-dev
 	iproute2 procps
+	iputils-arping
 	etcd-server etcd-client gnuplot-nox
 )
 

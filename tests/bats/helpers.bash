@@ -16,7 +16,7 @@ APUS_TEST_NODES="${APUS_TEST_NODES:-3}"
 NETNS="$APUS_ROOT/scripts/netns.sh"
 export APUS_NETNS_PREFIX="${APUS_NETNS_PREFIX:-apust}" APUS_NETNS_SUBNET="${APUS_NETNS_SUBNET:-10.78.0}"
 
-# have FEATURE - whether the machine has FEATURE (redis, root).
+# have FEATURE - whether the machine has FEATURE (redis, root, netns, arping).
 function have() {
 	case $1 in
 	redis)
@@ -30,6 +30,10 @@ function have() {
 	netns)
 		[ "$(id -u)" -eq 0 ] && command -v ip >/dev/null 2>&1 &&
 			"$NETNS" up "$APUS_TEST_NODES" >/dev/null 2>&1
+		;;
+	arping)
+		# iputils' (gratuitous ARP with -U/-A); the other arping differs.
+		command -v arping >/dev/null 2>&1 && arping -V 2>&1 | grep -q iputils
 		;;
 	*)
 		echo "BUG: unknown feature: $1" >&2
@@ -49,6 +53,7 @@ function requires() {
 			case $f in
 			redis) skip "test requires redis-server, redis-cli and redis-benchmark (scripts/install-deps.sh)" ;;
 			netns) skip "test requires network namespaces (root and ip netns)" ;;
+			arping) skip "test requires arping from iputils-arping (scripts/install-deps.sh)" ;;
 			*) skip "test requires $f" ;;
 			esac
 		fi
