@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what apus needs to build, test and benchmark: a C toolchain,
-# Redis, bats, the RDMA/OpenSSL headers, and what the benchmark suite
-# compares against or draws with (etcd, gnuplot). Idempotent: does nothing
-# when all are present.
+# Redis, bats, the RDMA/OpenSSL headers, man and groff (install.bats renders
+# apus(1); col is in bsdextrautils), and what the benchmark suite compares
+# against or draws with (etcd, gnuplot). Idempotent: does nothing when all
+# are present.
 set -euo pipefail
 
 PKGS=(
@@ -11,6 +12,7 @@ PKGS=(
 	bats
 	libibverbs-dev librdmacm-dev libssl-dev
 	iproute2 procps
+	man-db groff-base bsdextrautils
 	etcd-server etcd-client gnuplot-nox
 )
 
