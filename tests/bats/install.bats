@@ -192,6 +192,7 @@ function config_keys() {
 		grep -qE "^       $s( |$)" <<<"$text" || missing+=("exit $s")
 	done
 	text=$(section ENVIRONMENT)
+	# shellcheck disable=SC2013 # names, one per word
 	for v in $(grep -rhoE 'getenv\("APUS_[A-Z_]+"\)' "$APUS_ROOT"/{coordinator,preload,guard,checker} |
 		grep -oE 'APUS_[A-Z_]+' | sort -u); do
 		grep -qw "$v" <<<"$text" || missing+=("$v")
