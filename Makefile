@@ -4,7 +4,11 @@
 #   make test         build and run every test (unit + bats)
 #   make demo         a local 3-replica replicated Redis with a short workload
 #   make bench        benchmarks (see BENCHMARKS.md)
-#   make install      PREFIX=/usr/local DESTDIR=
+#   make install      PREFIX=/usr/local DESTDIR= (also SYSCONFDIR=/etc,
+#                     SYSTEMD_UNIT_DIR, MANDIR, DOCDIR): the CLI, libapus.so,
+#                     the systemd unit apus@.service, apus(1), the example
+#                     config (into $(SYSCONFDIR)/apus/ only where absent)
+#   make uninstall    the same variables; keeps a config the operator changed
 #   V=1               show the commands;  SANITIZE=address|undefined|thread
 
 CC ?= gcc
@@ -94,15 +98,70 @@ demo:
 bench: all $(BUILD)/bench/consensus
 	bash scripts/bench.sh
 
+# Debian's layout with PREFIX=/usr: the config in /etc/apus, units in
+# /lib/systemd/system; the data (/var/lib/apus) and pid files (/run/apus)
+# are the unit's StateDirectory and RuntimeDirectory.
+SYSCONFDIR ?= /etc
+BINDIR ?= $(PREFIX)/bin
+PKGLIBDIR ?= $(PREFIX)/lib/apus
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/apus
+SYSTEMD_UNIT_DIR ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
+# The unit, the man page and the example config name the installed paths.
+DIST_SUBST = sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+	-e 's|@PKGLIBDIR@|$(PKGLIBDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'
+DIST_OUT := $(BUILD)/dist
+CONF_EXAMPLES := redis.conf
+
 install: $(LIBAPUS) $(CLI)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/apus
-	install -m 0755 $(CLI) $(DESTDIR)$(PREFIX)/bin/apus
-	install -m 0755 $(LIBAPUS) $(DESTDIR)$(PREFIX)/lib/apus/libapus.so
+	@mkdir -p $(DIST_OUT)
+	@$(if $(Q),echo "  GEN     $(DIST_OUT): apus@.service apus.1 $(CONF_EXAMPLES)")
+	$(Q)$(DIST_SUBST) dist/systemd/apus@.service > $(DIST_OUT)/apus@.service
+	$(Q)$(DIST_SUBST) doc/apus.1 > $(DIST_OUT)/apus.1
+	$(Q)$(foreach f,$(CONF_EXAMPLES),$(DIST_SUBST) dist/etc/$(f) > $(DIST_OUT)/$(f) &&) true
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGLIBDIR)/apps/redis \
+		$(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(SYSCONFDIR)/apus
+	install -m 0755 $(CLI) $(DESTDIR)$(BINDIR)/apus
+	ln -sf apus $(DESTDIR)$(BINDIR)/apus-guard
+	install -m 0755 $(LIBAPUS) $(DESTDIR)$(PKGLIBDIR)/libapus.so
+	install -m 0755 apps/redis/snapshot.sh $(DESTDIR)$(PKGLIBDIR)/apps/redis/snapshot.sh
+	install -m 0644 $(DIST_OUT)/apus@.service $(DESTDIR)$(SYSTEMD_UNIT_DIR)/apus@.service
+	install -m 0644 $(DIST_OUT)/apus.1 $(DESTDIR)$(MANDIR)/man1/apus.1
+	@# An operator's config is never overwritten.
+	@for f in $(CONF_EXAMPLES); do \
+		install -m 0644 $(DIST_OUT)/$$f $(DESTDIR)$(DOCDIR)/examples/$$f || exit 1; \
+		if [ -e $(DESTDIR)$(SYSCONFDIR)/apus/$$f ]; then \
+			echo "  KEEP    $(DESTDIR)$(SYSCONFDIR)/apus/$$f (the example is in $(DOCDIR)/examples)"; \
+		else \
+			install -m 0644 $(DIST_OUT)/$$f $(DESTDIR)$(SYSCONFDIR)/apus/$$f || exit 1; \
+		fi; \
+	done
+
+# Removes what install put there; a config in $(SYSCONFDIR)/apus goes only
+# when it is still the shipped example, and folders only when empty.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/apus $(DESTDIR)$(BINDIR)/apus-guard \
+		$(DESTDIR)$(PKGLIBDIR)/libapus.so $(DESTDIR)$(PKGLIBDIR)/apps/redis/snapshot.sh \
+		$(DESTDIR)$(SYSTEMD_UNIT_DIR)/apus@.service $(DESTDIR)$(MANDIR)/man1/apus.1
+	@for f in $(CONF_EXAMPLES); do \
+		c=$(DESTDIR)$(SYSCONFDIR)/apus/$$f; e=$(DESTDIR)$(DOCDIR)/examples/$$f; \
+		if [ -f "$$c" ] && [ -f "$$e" ] && cmp -s "$$c" "$$e"; then \
+			rm -f "$$c"; \
+		elif [ -e "$$c" ]; then \
+			echo "  KEEP    $$c (changed since install)"; \
+		fi; \
+		rm -f "$$e"; \
+	done
+	@for d in $(PKGLIBDIR)/apps/redis $(PKGLIBDIR)/apps $(PKGLIBDIR) $(DOCDIR)/examples \
+		$(DOCDIR) $(SYSCONFDIR)/apus; do \
+		rmdir $(DESTDIR)$$d 2>/dev/null || true; \
+	done
 
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all unit test demo bench install clean
+.PHONY: all unit test demo bench install uninstall clean
 
 -include $(CORE_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Install what apus needs to build, test and benchmark: a C toolchain,
 # Redis, bats, the RDMA/OpenSSL headers, arping (gratuitous ARP for
-# scripts/leader-hooks/vip.sh), and what the benchmark suite
-# compares against or draws with (etcd, gnuplot). Idempotent: does nothing
-# when all are present.
+# scripts/leader-hooks/vip.sh), man and groff (install.bats renders apus(1);
+# col is in bsdextrautils), and what the benchmark suite compares against or
+# draws with (etcd, gnuplot). Idempotent: does nothing when all are present.
 set -euo pipefail
 
 PKGS=(
@@ -13,6 +13,7 @@ PKGS=(
 	libibverbs-dev librdmacm-dev libssl-dev
 	iproute2 procps
 	iputils-arping
+	man-db groff-base bsdextrautils
 	etcd-server etcd-client gnuplot-nox
 )
 
