@@ -32,6 +32,27 @@ static void read_holder(int fd, char *out, size_t len)
 		snprintf(out, len, "another command");
 }
 
+int owner_acting(const struct apus_config *cfg, int node, char *out, size_t len)
+{
+	char path[PATH_MAX], buf[160];
+	int fd, pid = 0, used = 0;
+	ssize_t n;
+
+	if (config_run_path(cfg, node, OWNER_LOCK_FILE, path, sizeof(path)) ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;	/* emptied by its last holder: nobody acts */
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	if (sscanf(buf, "%d %n", &pid, &used) < 1 || !used || !cli_pid_alive(pid))
+		return 0;
+	snprintf(out, len, "%s (pid %d)", buf + used, pid);
+	return 1;
+}
+
 int owner_lock(const struct apus_config *cfg, int node, const char *file, const char *what,
 	       int wait_ms, int *waited, char *holder, size_t len)
 {

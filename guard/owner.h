@@ -30,6 +30,10 @@ int owner_lock(const struct apus_config *cfg, int node, const char *file, const 
 	       int wait_ms, int *waited, char *holder, size_t len);
 void owner_unlock(int fd);
 
+/* Whether someone holds NODE's owner lock, as its text says (without
+ * taking it): 1 with OUT = "WHAT (pid P)", else 0. */
+int owner_acting(const struct apus_config *cfg, int node, char *out, size_t len);
+
 /* Every live process of NODE (see above), this one excepted: up to MAX
  * pids in OUT; returns how many there are. */
 int node_processes(const struct apus_config *cfg, int node, pid_t *out, int max);

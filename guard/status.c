@@ -4,6 +4,7 @@
 
 #include "../coordinator/recovery.h"
 #include "cli.h"
+#include "owner.h"
 
 static const char usage[] =
 	"usage: apus status --config FILE [--node N] [--json]\n"
@@ -174,6 +175,11 @@ int cmd_status(int argc, char **argv)
 				printf(",\"error\":");
 				json_string(r->s.error);
 			}
+			char acting[200];
+			if (owner_acting(&c.cfg, i, acting, sizeof(acting))) {
+				printf(",\"acting\":");
+				json_string(acting);
+			}
 			printf("}");
 			first = 0;
 		}
@@ -195,10 +201,13 @@ int cmd_status(int argc, char **argv)
 		if (c.node >= 0 && i != c.node)
 			continue;
 		snprintf(addr, sizeof(addr), "%s:%d", c.cfg.nodes[i].address, c.cfg.nodes[i].app_port);
+		char acting[200];
+		int busy = owner_acting(&c.cfg, i, acting, sizeof(acting));
 		if (!r->up) {
-			printf("%-4d %-7s %-22s %8s %12s %12s %8s%s%s\n", i, "down", addr, "-", "-", "-",
-			       "-", r->pid && r->s.role == ROLE_FAILED ? "  " : "",
-			       r->pid && r->s.role == ROLE_FAILED ? r->s.error : "");
+			printf("%-4d %-7s %-22s %8s %12s %12s %8s%s%s%s%s%s\n", i, "down", addr, "-", "-",
+			       "-", "-", r->pid && r->s.role == ROLE_FAILED ? "  " : "",
+			       r->pid && r->s.role == ROLE_FAILED ? r->s.error : "", busy ? "  " : "",
+			       busy ? acting : "", busy ? " acts on it" : "");
 			continue;
 		}
 		printf("%-4d %-7s %-22s %8d %12llu %12llu %8llu", i, role_name(r), addr, (int)r->pid,
@@ -214,6 +223,8 @@ int cmd_status(int argc, char **argv)
 		else if (r->s.role == ROLE_BACKUP && r->s.behind)
 			printf("  needs rebuild: the leader's log no longer holds its next entry "
 			       "(apus rebuild --node %d)", i);
+		if (busy)
+			printf("  %s acts on it", acting);
 		printf("\n");
 	}
 	return 0;

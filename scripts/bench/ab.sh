@@ -11,11 +11,13 @@
 # starts a fresh 3-replica shm cluster from apps/redis/cluster-shm.conf
 # (guard off), runs build/bench/loadgen against its leader and prints the
 # loadgen line plus cpu_ticks (utime + stime of the three servers).
+# APUS_AB_CONFIG: another config to start from (e.g. one without the keys
+# an older build does not know).
 # Example:
 #   scripts/bench/ab.sh 3 "--clients 1 --requests 20000 --op set" bare APUS_SPIN_MAX_US=5 default
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-[ $# -ge 3 ] || { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 rounds=$1 args=$2
 shift 2
 make -s all bench-bin || exit 1
@@ -31,7 +33,7 @@ run_apus() { # APUS-BINARY [ENV...]
 	shift
 	rm -rf "$work/c"
 	sed -e "s#/tmp/apus-demo#$work/c#" -e "s/= 700\([123]\)/= 739\1/" -e "s/^guard .*/guard = off/" \
-		apps/redis/cluster-shm.conf >"$conf"
+		-e "s/= 701\([123]\)/= 749\1/" "${APUS_AB_CONFIG:-apps/redis/cluster-shm.conf}" >"$conf"
 	env "$@" "$bin" start --config "$conf" >/dev/null || { echo "start failed"; return; }
 	addr=$("$bin" status --config "$conf" --json | tr -d ' \t\r\n' |
 		grep -o '{[^{}]*"role":"leader"[^{}]*}' | grep -o '"app_addr":"[^"]*"' | cut -d'"' -f4)

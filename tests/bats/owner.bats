@@ -128,9 +128,18 @@ function stop_and_check_clean() {
 		kill -CONT "$gpid"
 		fail "apus restore never held the lock: $(cat "$BATS_TEST_TMPDIR/restore.out")"
 	}
+	# Held there, the restore's hold shows in apus status, and the guard,
+	# woken, finds the node dead and the lock taken: it stands aside.
+	kill -STOP "$restore_pid"
 	local before
 	before=$(wc -l <"$log")
+	run "$APUS" status --config "$CONF" --node "$victim" --json 3>&-
+	[[ "$output" == *"\"acting\": \"apus restore (pid $restore_pid)\""* || "$output" == *"\"acting\":\"apus restore (pid $restore_pid)\""* ]] ||
+		{ kill -CONT "$restore_pid" "$gpid"; fail "apus status does not say who acts: $output"; }
 	kill -CONT "$gpid"
+	retry 100 0.05 grep -q "standing aside: apus restore (pid $restore_pid) acts on node $victim" "$log" ||
+		{ kill -CONT "$restore_pid"; fail "the guard did not stand aside: $(tail -n 3 "$log")"; }
+	kill -CONT "$restore_pid"
 	wait "$restore_pid" || rc=$?
 	[ "$rc" -eq 0 ] || fail "apus restore failed ($rc): $(cat "$BATS_TEST_TMPDIR/restore.out")"
 	node_back "$victim"
