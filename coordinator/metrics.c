@@ -24,6 +24,7 @@
 
 #include "clock.h"
 #include "logger.h"
+#include "netaddr.h"
 #include "node.h"
 
 #define MAX_CLIENTS 8
@@ -395,36 +396,6 @@ static void *metrics_main(void *arg)
 	return NULL;
 }
 
-/* The node's address:metrics_port (a name is looked up once). */
-static int bind_addr(const struct node_conf *nc, struct sockaddr_storage *ss, socklen_t *len)
-{
-	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV }, *ai;
-	char port[8];
-
-	memset(ss, 0, sizeof(*ss));
-	if (inet_pton(AF_INET, nc->address, &a4->sin_addr) == 1) {
-		a4->sin_family = AF_INET;
-		a4->sin_port = htons((uint16_t)nc->metrics_port);
-		*len = sizeof(*a4);
-		return 0;
-	}
-	if (inet_pton(AF_INET6, nc->address, &a6->sin6_addr) == 1) {
-		a6->sin6_family = AF_INET6;
-		a6->sin6_port = htons((uint16_t)nc->metrics_port);
-		*len = sizeof(*a6);
-		return 0;
-	}
-	snprintf(port, sizeof(port), "%d", nc->metrics_port);
-	if (getaddrinfo(nc->address, port, &hints, &ai))
-		return -1;
-	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-	*len = ai->ai_addrlen;
-	freeaddrinfo(ai);
-	return 0;
-}
-
 void metrics_start(struct node *n)
 {
 	const struct node_conf *nc = &n->cfg.nodes[n->self];
@@ -436,7 +407,7 @@ void metrics_start(struct node *n)
 
 	if (!nc->metrics_port)
 		return;
-	if (bind_addr(nc, &ss, &len)) {
+	if (node_sockaddr(nc, nc->metrics_port, &ss, &len)) {
 		pr_warn("no metrics endpoint: cannot resolve address '%s'", nc->address);
 		return;
 	}

@@ -55,6 +55,7 @@
 #include "clock.h"
 #include "futex.h"
 #include "logger.h"
+#include "netaddr.h"
 #include "region.h"
 #include "rxwait.h"
 #include "transport.h"
@@ -176,25 +177,6 @@ static int set_nonblock(int fd)
 static int neg_errno(void)
 {
 	return errno > 0 ? -errno : -EIO;
-}
-
-static int sockaddr_of(const struct node_conf *n, int port, struct sockaddr_storage *ss)
-{
-	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-
-	memset(ss, 0, sizeof(*ss));
-	if (inet_pton(AF_INET, n->address, &a4->sin_addr) == 1) {
-		a4->sin_family = AF_INET;
-		a4->sin_port = htons((uint16_t)port);
-		return 0;
-	}
-	if (inet_pton(AF_INET6, n->address, &a6->sin6_addr) == 1) {
-		a6->sin6_family = AF_INET6;
-		a6->sin6_port = htons((uint16_t)port);
-		return 0;
-	}
-	return -EINVAL;
 }
 
 static int valid_peer(struct rdma_transport *s, int peer)
@@ -336,7 +318,7 @@ static int rdma_open(const struct apus_config *cfg, int self, void *region, size
 		pr_err("no RDMA device (ibv_devices lists none); use transport tcp");
 		return -ENODEV;
 	}
-	if (!me->peer_port || sockaddr_of(me, me->peer_port, &ss)) {
+	if (!me->peer_port || node_sockaddr(me, me->peer_port, &ss, NULL)) {
 		pr_err("node %d needs a numeric address and a peer_port for transport rdma", self);
 		return -EINVAL;
 	}
@@ -547,7 +529,8 @@ static int out_open(struct rdma_transport *s, int peer)
 	uint8_t ack_timeout = ACK_TIMEOUT;
 	int rc;
 
-	if (sockaddr_of(&s->cfg->nodes[s->self], 0, &src) || sockaddr_of(n, n->peer_port, &dst))
+	if (node_sockaddr(&s->cfg->nodes[s->self], 0, &src, NULL) ||
+	    node_sockaddr(n, n->peer_port, &dst, NULL))
 		return -EINVAL;
 	c.ch = rdma_create_event_channel();
 	if (!c.ch || set_nonblock(c.ch->fd) || rdma_create_id(c.ch, &c.id, NULL, RDMA_PS_TCP))

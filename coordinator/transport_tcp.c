@@ -46,6 +46,7 @@
 #include "clock.h"
 #include "futex.h"
 #include "logger.h"
+#include "netaddr.h"
 #include "region.h"
 #include "rxwait.h"
 #include "transport.h"
@@ -164,27 +165,6 @@ static struct region_ctl *local_ctl(struct tcp_transport *s)
 	return (struct region_ctl *)s->local;
 }
 
-static int sockaddr_of(const struct node_conf *n, struct sockaddr_storage *ss, socklen_t *len)
-{
-	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-
-	memset(ss, 0, sizeof(*ss));
-	if (inet_pton(AF_INET, n->address, &a4->sin_addr) == 1) {
-		a4->sin_family = AF_INET;
-		a4->sin_port = htons((uint16_t)n->peer_port);
-		*len = sizeof(*a4);
-		return 0;
-	}
-	if (inet_pton(AF_INET6, n->address, &a6->sin6_addr) == 1) {
-		a6->sin6_family = AF_INET6;
-		a6->sin6_port = htons((uint16_t)n->peer_port);
-		*len = sizeof(*a6);
-		return 0;
-	}
-	return -EINVAL;
-}
-
 static int tcp_open(const struct apus_config *cfg, int self, void *region, size_t size,
 		    struct transport **out)
 {
@@ -222,7 +202,8 @@ static int tcp_open(const struct apus_config *cfg, int self, void *region, size_
 	}
 	for (int i = 0; i < MAX_IN; i++)
 		s->in[i].fd = -1;
-	if (!cfg->nodes[self].peer_port || sockaddr_of(&cfg->nodes[self], &ss, &len)) {
+	const struct node_conf *me = &cfg->nodes[self];
+	if (!me->peer_port || node_sockaddr(me, me->peer_port, &ss, &len)) {
 		pr_err("node %d needs a numeric address and a peer_port for transport tcp", self);
 		free(s);
 		return -EINVAL;
@@ -372,8 +353,9 @@ static int tcp_connect(struct transport *t, int peer)
 		return 0;
 	if (o->failing && now_ns() < o->next_try_ns)
 		return -EAGAIN;
-	if (sockaddr_of(&s->cfg->nodes[peer], &ss, &len) ||
-	    sockaddr_of(&s->cfg->nodes[s->self], &me, &melen))
+	const struct node_conf *to = &s->cfg->nodes[peer];
+	if (node_sockaddr(to, to->peer_port, &ss, &len) ||
+	    node_sockaddr(&s->cfg->nodes[s->self], 0, &me, &melen))
 		return -EINVAL;
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)

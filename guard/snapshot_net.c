@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../coordinator/admission.h"
+#include "../coordinator/netaddr.h"
 #include "cli.h"
 #include "rebuild.h"
 
@@ -83,23 +84,6 @@ static void set_timeouts(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-static int node_sockaddr(const struct apus_config *cfg, int node, struct sockaddr_storage *ss,
-			 socklen_t *len)
-{
-	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-				  .ai_socktype = SOCK_STREAM };
-	struct addrinfo *ai;
-	char port[16];
-
-	snprintf(port, sizeof(port), "%d", cfg->nodes[node].guard_port);
-	if (getaddrinfo(cfg->nodes[node].address, port, &hints, &ai))
-		return -1;
-	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-	*len = ai->ai_addrlen;
-	freeaddrinfo(ai);
-	return 0;
-}
-
 int snapnet_listen(const struct apus_config *cfg, int node, char *err, size_t errlen)
 {
 	const char *netns = cfg->nodes[node].netns;
@@ -107,7 +91,7 @@ int snapnet_listen(const struct apus_config *cfg, int node, char *err, size_t er
 	socklen_t len;
 	int home = -1, fd = -1, one = 1;
 
-	if (node_sockaddr(cfg, node, &ss, &len)) {
+	if (node_sockaddr(&cfg->nodes[node], cfg->nodes[node].guard_port, &ss, &len)) {
 		snprintf(err, errlen, "node %d's address %s is not numeric", node,
 			 cfg->nodes[node].address);
 		return -1;
@@ -283,7 +267,7 @@ int snapnet_fetch(const struct apus_config *cfg, int node, int from, const char 
 		snprintf(err, errlen, "%s", why);
 		return -1;
 	}
-	if (node_sockaddr(cfg, from, &ss, &len) || admit_nonce(h.nonce)) {
+	if (node_sockaddr(&cfg->nodes[from], cfg->nodes[from].guard_port, &ss, &len) || admit_nonce(h.nonce)) {
 		snprintf(err, errlen, "node %d's address %s is not numeric", from,
 			 cfg->nodes[from].address);
 		return -1;

@@ -27,23 +27,6 @@ function audit_clean() {
 	[[ "$output" == *" 0 problem(s)"* ]] || fail "audit: $output"
 }
 
-# wait_new_leader OLD - wait (15 s) until a node other than OLD leads and
-# answers; its id in NEW.
-function wait_new_leader() {
-	local i
-	for ((i = 0; i < 150; i++)); do
-		NEW=$(leader_id 2>/dev/null) || NEW=
-		if [ -n "$NEW" ] && [ "$NEW" != "$1" ] &&
-			[ "$(timeout 2 redis-cli -h "$(node_host "$NEW")" -p "$(app_port "$NEW")" PING 2>&1)" = PONG ]; then
-			return 0
-		fi
-		sleep 0.1
-	done
-	"$APUS" status --config "$CONF" >&2
-	show_logs "$CONF" 20 >&2
-	fail "no new leader after 15 s (old: $1)"
-}
-
 # live_digests_equal NODES - every node of NODES has the same DEBUG DIGEST (30 s).
 function live_digests_equal() {
 	local deadline=$((SECONDS + 30)) n first d ok

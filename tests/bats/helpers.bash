@@ -354,6 +354,23 @@ function start_cluster() {
 	}
 }
 
+# wait_new_leader OLD - wait (15 s) until a node other than OLD leads and
+# answers at its own address; its id in NEW.
+function wait_new_leader() {
+	local i
+	for ((i = 0; i < 150; i++)); do
+		NEW=$(leader_id 2>/dev/null) || NEW=
+		if [ -n "$NEW" ] && [ "$NEW" != "$1" ] &&
+			[ "$(timeout 2 redis-cli -h "$(node_host "$NEW")" -p "$(app_port "$NEW")" PING 2>&1)" = PONG ]; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	"$APUS" status --config "$CONF" >&2
+	show_logs "$CONF" 20 >&2
+	fail "no new leader after 15 s (old: $1)"
+}
+
 # stop_cluster CONF - stop every node of CONF; kill whatever survives.
 function stop_cluster() {
 	local conf=$1 n p pids=()

@@ -80,23 +80,6 @@ function at_vip() {
 	timeout 5 redis-cli -h "$VIP" -p "$(app_port 0)" "$@" 2>&1
 }
 
-# wait_new_leader OLD - wait (15 s) until a node other than OLD leads and
-# answers at its own address; its id in NEW.
-function wait_new_leader() {
-	local i
-	for ((i = 0; i < 150; i++)); do
-		NEW=$(leader_id 2>/dev/null) || NEW=
-		if [ -n "$NEW" ] && [ "$NEW" != "$1" ] &&
-			[ "$(timeout 2 redis-cli -h "$(node_host "$NEW")" -p "$(app_port "$NEW")" PING 2>&1)" = PONG ]; then
-			return 0
-		fi
-		sleep 0.1
-	done
-	"$APUS" status --config "$CONF" >&2
-	show_logs "$CONF" 20 >&2
-	fail "no new leader after 15 s (old: $1)"
-}
-
 @test "vip.sh: --help, and one clear line and a non-zero exit on bad arguments" {
 	run "$HOOK" --help
 	assert_eq "$status" 0 "exit of --help"
