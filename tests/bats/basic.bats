@@ -44,7 +44,9 @@ setup_file() {
 
 @test "a client of a backup's app port is closed at once" {
 	local n port count=0
-	for n in $(backups); do
+	local bs
+	bs=$(all_backups) || fail "not every other node is a backup"
+	for n in $bs; do
 		count=$((count + 1))
 		port=$(app_port "$n")
 		run timeout 5 redis-cli -h "$(node_host "$n")" -p "$port" PING

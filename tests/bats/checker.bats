@@ -52,7 +52,9 @@ wait_connections() {
 		redis-cli -p "$port" PING >/dev/null
 		redis-cli -p "$port" GET "no such key" >/dev/null
 	done
-	for n in $(backups); do
+	local bs
+	bs=$(all_backups) || fail "not every other node is a backup"
+	for n in $bs; do
 		wait_connections "$n" 5 || fail "node $n"
 	done
 	assert_eq "$(connections 0 "$(div_json)")" 0 "the leader compares nothing with itself"
@@ -73,7 +75,9 @@ wait_connections() {
 	redis-cli -p "$port" EVAL "local p = string.match(redis.call('info','server'), 'tcp_port:(%d+)'); return redis.call('rpush', KEYS[1], string.sub(p, -1))" 1 biglist >/dev/null
 	redis-cli -p "$port" LRANGE biglist 0 -1 | tail -n 1 | grep -qx "$(( $(app_port 0) % 10 ))" ||
 		fail "the leader's last element is not its port's last digit"
-	for n in $(backups); do
+	local bs
+	bs=$(all_backups) || fail "not every other node is a backup"
+	for n in $bs; do
 		# The EVAL itself replies with the list's length: no divergence;
 		# the LRANGE session must add exactly one diverged connection.
 		wait_connections "$n" $(( $(connections "$n" "$before") + 1 )) || fail "node $n"
@@ -85,6 +89,14 @@ wait_connections() {
 }
 
 @test "--since filters by time" {
+	local n
+	# A record of its own: a TIME on a new connection diverges on every backup.
+	n=$(all_backups | head -n 1) || fail "no backup"
+	j=$(div_json)
+	local had
+	had=$(connections "$n" "$j")
+	redis-cli -h "$(leader_host)" -p "$(leader_port)" TIME >/dev/null
+	wait_connections "$n" $((${had:-0} + 1)) || fail "the TIME connection left no record on node $n"
 	j=$(div_json --since "$(( $(date +%s) + 3600 ))")
 	assert_eq "$(json_field "$(strip_nodes "$j")" total)" 0 "records from the future"
 	j=$(div_json --since 1h)

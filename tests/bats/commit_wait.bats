@@ -29,7 +29,9 @@ held_until_majority() {
 	start_cluster "$CONF"
 	port=$(leader_port)
 	[ "$(redis-cli -h "$(leader_host)" -p "$port" SET before 1)" = OK ] || fail "cluster does not answer"
-	for n in $(backups); do
+	local bs
+	bs=$(all_backups) || fail "not every other node is a backup"
+	for n in $bs; do
 		pids+=("$(redis_pid "$n")")
 	done
 	FROZEN="${pids[*]}"

@@ -49,6 +49,7 @@ function expect_conf_error() {
 @test "the unchanged config parses" {
 	# Guards the tests below: their errors must come from the edit alone.
 	run timeout 30 "$APUS" status --config "$GOOD" 3>&-
+	[ "$status" -eq 0 ] || fail "apus status of the unchanged config exited $status: $output"
 	[[ ! "$output" =~ $GOOD:[0-9]+: ]] || fail "valid config rejected: $output"
 }
 

@@ -290,6 +290,20 @@ function backups() {
 	done < <(json_nodes "$j")
 }
 
+# all_backups [CONF] - the backups, one per line; fails (saying so) unless
+# every node but the leader is one: a loop over them must not pass by
+# having nothing to look at.
+function all_backups() {
+	local bs want
+	bs=$(backups "${1:-$CONF}") || return 1
+	want=$(($(conf_nodes "${1:-$CONF}" | wc -l) - 1))
+	if [ "$(grep -c . <<<"$bs")" -ne "$want" ]; then
+		echo "want $want backups, apus status shows: ${bs:-none}" >&2
+		return 1
+	fi
+	echo "$bs"
+}
+
 # show_logs CONF [LINES] - the tail of every node's apus.log, for diagnosis.
 function show_logs() {
 	local conf=$1 lines=${2:-30} n d

@@ -124,7 +124,9 @@ function listening() {
 	before_commit=$(value "$text" apus_commit_index)
 	before_count=$(value "$text" apus_commit_latency_seconds_count)
 	before_sum=$(value "$text" apus_commit_latency_seconds_sum)
-	for n in $(backups); do
+	local bs
+	bs=$(all_backups) || fail "not every other node is a backup"
+	for n in $bs; do
 		before_sent[$n]=$(value "$text" apus_peer_sent_bytes_total "peer=\"$n\"")
 	done
 	# One client per request: each is its own proposal and commit wait.
@@ -148,7 +150,9 @@ function listening() {
 	[ "$count" -ge $((before_count + want)) ] || fail "latency _count $before_count -> $count"
 	awk -v a="$before_sum" -v b="$sum" 'BEGIN { exit !(b > a) }' || fail "latency _sum $before_sum -> $sum"
 	assert_eq "$(value "$text" apus_commit_latency_seconds_bucket 'le="+Inf"')" "$count" "+Inf bucket vs _count"
-	for n in $(backups); do
+	local bs
+	bs=$(all_backups) || fail "not every other node is a backup"
+	for n in $bs; do
 		# 200 SETs of at least 20 bytes each went to every backup.
 		local sent
 		sent=$(value "$text" apus_peer_sent_bytes_total "peer=\"$n\"")

@@ -32,7 +32,9 @@ setup_file() {
 function backups_applied() {
 	local j n a
 	j=$(status_json) || return 1
-	for n in $(backups); do
+	local bs
+	bs=$(all_backups) || fail "not every other node is a backup"
+	for n in $bs; do
 		a=$(status_node "$j" "$n" applied)
 		[[ "$a" =~ ^[0-9]+$ ]] && [ "$a" -ge "$1" ] || return 1
 	done
