@@ -2,7 +2,9 @@
 # Install what apus needs to build, test and benchmark: a C toolchain,
 # Redis, bats, the RDMA/OpenSSL headers, arping (gratuitous ARP for
 # scripts/leader-hooks/vip.sh), man and groff (install.bats renders apus(1);
-# col is in bsdextrautils), and what the benchmark suite compares against or
+# col is in bsdextrautils), curl and python3 (metrics.bats scrapes, and holds
+# a port), systemd (install.bats: systemd-analyze verify; nothing is started),
+# and what the benchmark suite compares against or
 # draws with (etcd, gnuplot). Idempotent: does nothing when all are present.
 set -euo pipefail
 
@@ -14,6 +16,7 @@ PKGS=(
 	iproute2 procps
 	iputils-arping
 	man-db groff-base bsdextrautils
+	curl python3 systemd
 	etcd-server etcd-client gnuplot-nox
 )
 
