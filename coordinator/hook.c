@@ -9,10 +9,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "child_env.h"
 #include "logger.h"
 #include "node.h"
-
-extern char **environ;
 
 /* Reaps the hook so it leaves no zombie.  The server may reap it first
  * (Redis waits for any child): then there is nothing left to do. */
@@ -31,8 +30,8 @@ void hook_leader_change(struct node *n)
 {
 	char view[64], leader[32], config[PATH_MAX + 16];
 	char *argv[] = { "sh", "-c", n->cfg.leader_hook, NULL };
-	char **env;
-	size_t cnt = 0, k = 0;
+	char *extra[] = { view, leader, config, NULL };
+	char *env[1024];
 	posix_spawn_file_actions_t fa;
 	pthread_t t;
 	pid_t pid;
@@ -40,25 +39,14 @@ void hook_leader_change(struct node *n)
 
 	if (!n->cfg.leader_hook[0])
 		return;
-	while (environ && environ[cnt])
-		cnt++;
-	env = calloc(cnt + 4, sizeof(*env));
-	if (!env) {
-		pr_err("out of memory: leader_hook not run");
-		return;
-	}
-	for (size_t i = 0; i < cnt; i++)
-		if (strncmp(environ[i], "APUS_VIEW=", 10) && strncmp(environ[i], "APUS_LEADER=", 12) &&
-		    strncmp(environ[i], "APUS_CONFIG=", 12) &&
-		    strncmp(environ[i], "LD_PRELOAD=", 11))	/* the hook is no replica */
-			env[k++] = environ[i];
 	snprintf(view, sizeof(view), "APUS_VIEW=%llu", (unsigned long long)n->view);
 	snprintf(leader, sizeof(leader), "APUS_LEADER=%d", n->self);
 	snprintf(config, sizeof(config), "APUS_CONFIG=%s", n->cfg.path);
-	env[k++] = view;
-	env[k++] = leader;
-	env[k++] = config;
-	env[k] = NULL;
+	if (child_env_build(env, sizeof(env) / sizeof(env[0]), extra) < 0) {
+		pr_err("the environment has more than %zu variables: leader_hook not run",
+		       sizeof(env) / sizeof(env[0]) - 1);
+		return;
+	}
 	/* The hook must hold none of the server's descriptors: a listening
 	 * socket it kept (arping runs for seconds) would make a restart of
 	 * this node fail to bind, a peer socket would hide this node's death. */
@@ -69,7 +57,6 @@ void hook_leader_change(struct node *n)
 			rc = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, env);
 		posix_spawn_file_actions_destroy(&fa);
 	}
-	free(env);
 	if (rc) {
 		pr_err("cannot run leader_hook: %s", strerror(rc));
 		return;

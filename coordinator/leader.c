@@ -652,10 +652,15 @@ void leader_run(struct node *n, int takeover)
 	struct timespec period = { n->cfg.heartbeat_ms / 1000,
 				   (long)(n->cfg.heartbeat_ms % 1000) * 1000000 };
 
+	/* A takeover runs the hook once its server is current (catch-up).  A
+	 * new cluster's node 0 leads view 0 without an election: it runs the
+	 * hook once a majority has joined that view, never before (a node 0
+	 * restarted with an empty log leads view 0 again until the others,
+	 * long past it, depose it: it must not take the virtual IP). */
+	int hook_due = !takeover;
+
 	if (takeover)
 		leader_takeover(n);
-	else
-		hook_leader_change(n);	/* a new cluster's node 0 serves view 0 at once */
 	n->ctl->status.ready = 0;
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED) && !deposed(n)) {
 		/* Acks may arrive while no proposer waits (commit_wait = reply). */
@@ -686,6 +691,10 @@ void leader_run(struct node *n, int takeover)
 		n->ctl->status.ready =
 			serving && __builtin_popcount(__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE)) +
 						   1 >= n->quorum;
+		if (hook_due && n->ctl->status.ready) {
+			hook_due = 0;
+			hook_leader_change(n);
+		}
 		node_update_status(n);
 		if (serving) {
 			nanosleep(&period, NULL);

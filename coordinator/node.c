@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "child_env.h"
 #include "logger.h"
 #include "metrics.h"
 #include "replay.h"
@@ -327,6 +328,12 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 	if (!n) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
+	}
+	/* Now, in the server's constructor, before its main can rewrite
+	 * environ under our threads (child_env.h). */
+	if (child_env_capture()) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
 	}
 	if (config_load(config_path, &n->cfg, err, errlen))
 		goto fail;

@@ -31,12 +31,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "child_env.h"
 #include "logger.h"
 #include "node.h"
 #include "recovery.h"
 #include "replay.h"
 
-extern char **environ;
 
 #define TICK_NS (100 * 1000000ULL)
 #define HOLD_WAIT_NS (5ULL * 1000000000ULL)	/* for the role thread to hold */
@@ -211,25 +211,13 @@ static int wait_state(struct node *n, int from, uint64_t max_ns)
 	return s;
 }
 
-/* The environment of snapshot_cmd: ours without the shim (the command is
- * not a replica).  Points into environ; ENV has room for it. */
-static void clean_env(char **env, size_t cap)
-{
-	size_t k = 0;
-
-	for (char **e = environ; *e && k + 1 < cap; e++)
-		if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "APUS_NODE=", 10))
-			env[k++] = *e;
-	env[k] = NULL;
-}
-
 /* Runs snapshot_cmd (sh -c, expanded) and returns its exit status, or -1.
  * The server reaps children of its own (Redis waits for any pid while its
  * BGSAVE child runs), so the command runs under an outer sh that reports
  * its status through a pipe: whoever reaps the outer sh, we learn it. */
 static int run_cmd(struct node *n)
 {
-	char cmd[8192], *env[512], line[16] = "";
+	char cmd[8192], *env[1024], line[16] = "";
 	int pfd[2], status = -1;
 	posix_spawn_file_actions_t fa;
 	pid_t pid;
@@ -246,8 +234,8 @@ static int run_cmd(struct node *n)
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 3);
 	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
-	clean_env(env, sizeof(env) / sizeof(env[0]));
-	int rc = posix_spawnp(&pid, "sh", &fa, NULL, argv, env);
+	int rc = child_env_build(env, sizeof(env) / sizeof(env[0]), NULL) < 0 ? E2BIG :
+		 posix_spawnp(&pid, "sh", &fa, NULL, argv, env);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pfd[1]);
 	if (rc) {
