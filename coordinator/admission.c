@@ -56,7 +56,8 @@ int admit_key_load(const char *path, struct admit_key *k, char *err, size_t errl
 		int hi = hexval(text[2 * i]), lo = hexval(text[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			rc = -EINVAL;
-		k->key[i] = (uint8_t)(hi << 4 | lo);
+		else
+			k->key[i] = (uint8_t)(hi << 4 | lo);
 	}
 	if (rc)
 		snprintf(err, errlen, "secret file %s: expected 64 hex digits", path);

@@ -418,12 +418,14 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 	metrics_start(n);
 	return n;
 fail:
-	/* Threads never started here; the mapping stays (the CLI reads the
-	 * error from it) and the node struct is kept for status. */
+	/* The mapping stays: the CLI reads the error from it.  The node
+	 * struct goes unless a transport holds it (its threads may run). */
 	if (n->ctl) {
 		n->ctl->status.role = ROLE_FAILED;
 		snprintf(n->ctl->status.error, sizeof(n->ctl->status.error), "%s", err);
 		store64(&n->ctl->status.updated_ms, realtime_ms());
 	}
+	if (!n->tp)
+		free(n);
 	return NULL;
 }

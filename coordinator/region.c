@@ -16,21 +16,30 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "filemode.h"
 #include "logger.h"
 
 /* Copies the log and the durable words of the region file at PATH (if it
  * is a valid region of SIZE bytes for NODE) into the new mapping M.  Only
  * the file's data extents are copied: a mostly empty log stays sparse.
- * Returns 1 if it carried something over, 0 if there was nothing usable. */
+ * Returns 1 if it carried something over, 0 if there was nothing usable,
+ * -EPERM if the file is not trustworthy (filemode.h; said in one line:
+ * starting afresh instead would silently drop the node's log). */
 static int region_carry_over(const char *path, int node, size_t size, char *m)
 {
 	struct region_ctl old;
 	int fd = open(path, O_RDONLY | O_CLOEXEC), ok = 0;
 	struct stat st;
 	off_t pos = REGION_CTL_SIZE;
+	char why[PATH_MAX + 200];
 
 	if (fd < 0)
 		return 0;
+	if (filemode_check(fd, path, "region file", FILEMODE_OTHERS_WRITE, why, sizeof(why))) {
+		pr_err("node %d: %s", node, why);
+		close(fd);
+		return -EPERM;
+	}
 	if (fstat(fd, &st) < 0 || (size_t)st.st_size != size ||
 	    pread(fd, &old, sizeof(old), 0) != (ssize_t)sizeof(old) || old.magic != REGION_MAGIC ||
 	    old.version != REGION_VERSION || old.node != (uint32_t)node ||
@@ -96,8 +105,13 @@ static int memory_path(const struct apus_config *cfg, int node, char *out, size_
  * full file system shows here and never as a SIGBUS in the server. */
 static int create_file(const char *tmp, size_t size, int in_memory)
 {
-	int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), err;
+	int fd, err;
 
+	/* Never through a name someone else made first: region_dir is
+	 * usually /dev/shm, writable by every user. */
+	if (unlink(tmp) < 0 && errno != ENOENT)
+		return -errno;
+	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)size) < 0) {
@@ -181,9 +195,15 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fdp
 	ctl = m;
 	/* The previous process's region (through the symlink when it was in
 	 * memory); after a reboot only its durable copy is left. */
-	origin->recovered = region_carry_over(path, node, size, m);
-	if (!origin->recovered && region_carry_over(wal, node, size, m))
-		origin->recovered = origin->from_wal = 1;
+	err = region_carry_over(path, node, size, m);
+	if (!err)
+		err = region_carry_over(wal, node, size, m) > 0 ? 2 : 0;
+	if (err < 0) {
+		munmap(m, size);
+		goto fail;
+	}
+	origin->recovered = err > 0;
+	origin->from_wal = err == 2;
 	if (origin->from_wal)
 		pr_info("node %d: region recovered from its durable copy %s", node, wal);
 	clock_gettime(CLOCK_REALTIME, &ts);

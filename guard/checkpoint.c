@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../coordinator/filemode.h"
 #include "../coordinator/region.h"
 #include "cli.h"
 
@@ -663,7 +664,7 @@ int ckpt_restore(const struct apus_config *cfg, int node, const char *id, struct
 		 void (*warn)(const char *msg), char *err, size_t errlen)
 {
 	struct ckpt_info list[CKPT_MAX];
-	char why[300], msg[600];
+	char why[300], msg[600], root[PATH_MAX];
 	int n, tried = 0;
 	pid_t running = cli_node_pid(cfg, node);
 
@@ -672,6 +673,11 @@ int ckpt_restore(const struct apus_config *cfg, int node, const char *id, struct
 		       (int)running);
 		return -1;
 	}
+	/* CRIU restores whatever the images say, as root: images that
+	 * someone else could have written are never restored. */
+	if (ckpt_root(cfg, node, root, sizeof(root)) == 0 && access(root, F_OK) == 0 &&
+	    filemode_check_path(root, "checkpoint directory", FILEMODE_OTHERS_WRITE, err, errlen))
+		return -1;
 	n = ckpt_list(cfg, node, list, CKPT_MAX);
 	if (n < 0) {
 		seterr(err, errlen, "cannot list node %d's checkpoints: %s", node, strerror(errno));
@@ -680,9 +686,12 @@ int ckpt_restore(const struct apus_config *cfg, int node, const char *id, struct
 	for (int i = 0; i < n; i++) {
 		if (id && strcmp(list[i].id, id))
 			continue;
+		if (filemode_check_path(list[i].dir, "checkpoint directory", FILEMODE_OTHERS_WRITE,
+					err, errlen))
+			return -1;
 		tried++;
 		if (ckpt_verify(&list[i], why, sizeof(why))) {
-			snprintf(msg, sizeof(msg), "checkpoint %s of node %d is damaged: %s%s", list[i].id,
+			snprintf(msg, sizeof(msg), "checkpoint %.63s of node %d is damaged: %.299s%s", list[i].id,
 				 node, why, id ? "" : "; trying an older one");
 			if (id) {
 				seterr(err, errlen, "%s", msg);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../coordinator/admission.h"
+#include "../coordinator/filemode.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "owner.h"
@@ -89,7 +90,8 @@ int cli_mkdirs(const char *path)
 			return -1;
 		*p = '/';
 	}
-	return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
+	/* The directory itself is private (a data_dir holds the server's state). */
+	return mkdir(tmp, 0700) < 0 && errno != EEXIST ? -1 : 0;
 }
 
 static void print_log_tail(const char *path)
@@ -165,9 +167,34 @@ int cli_ensure_key(const struct apus_config *cfg, int node)
 	return 0;
 }
 
+#ifdef __SANITIZE_ADDRESS__
+#include <link.h>
+
+static int find_asan(struct dl_phdr_info *info, size_t size, void *out)
+{
+	(void)size;
+	if (!strstr(info->dlpi_name, "/libasan.so"))
+		return 0;
+	snprintf(out, PATH_MAX, "%s", info->dlpi_name);
+	return 1;
+}
+#endif
+
+/* In a build under AddressSanitizer (make test-asan) libapus.so needs the
+ * ASan runtime, which must come first in the server's LD_PRELOAD: the one
+ * this program runs with.  Empty otherwise. */
+static void sanitizer_runtime(char *out)
+{
+	out[0] = '\0';
+#ifdef __SANITIZE_ADDRESS__
+	dl_iterate_phdr(find_asan, out);
+#endif
+}
+
 pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 {
-	char cmd[8192], *args[256], logpath[PATH_MAX], id[16], preload[PATH_MAX * 2];
+	char cmd[8192], *args[256], logpath[PATH_MAX], id[16], preload[PATH_MAX * 3 + 4];
+	char why[PATH_MAX + 200], first[PATH_MAX];
 	const char *old = getenv("LD_PRELOAD");
 	pid_t pid;
 
@@ -182,7 +209,15 @@ pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 		return -1;
 	}
 	snprintf(id, sizeof(id), "%d", node);
-	snprintf(preload, sizeof(preload), "%s%s%s", lib, old && *old ? " " : "", old ? old : "");
+	sanitizer_runtime(first);
+	snprintf(preload, sizeof(preload), "%s%s%s%s%s", first, first[0] ? " " : "", lib,
+		 old && *old ? " " : "", old ? old : "");
+	/* The node would refuse them too, but only in its log, after the
+	 * wait for readiness: say it here, at once. */
+	if (filemode_check_node(cfg, node, why, sizeof(why))) {
+		cli_error("node %d: %s", node, why);
+		return -1;
+	}
 
 	pid = fork();
 	if (pid < 0) {

@@ -20,20 +20,39 @@ trap 'rm -rf "$tmp"' EXIT
 
 matches() { [ -z "$filter" ] || [[ "$1" == *"$filter"* ]]; }
 
+# make test-asan: the servers' libapus.so and the CLI write sanitizer
+# reports (ASAN_OPTIONS/UBSAN_OPTIONS log_path) into APUS_SANITIZER_LOG_DIR;
+# each one is a failure of the suite that made it.
+report_sanitizer_logs() {
+	local dir=${APUS_SANITIZER_LOG_DIR:-} r
+	[ -n "$dir" ] || return 0
+	mkdir -p "$dir/reported"
+	for r in "$dir"/*; do
+		[ -f "$r" ] || continue
+		echo "FAIL $1: sanitizer report ${r##*/}"
+		sed -n '1,40s/^/    /p' "$r"
+		failed=$((failed + 1))
+		failures+=("$1: sanitizer report ${r##*/}")
+		mv "$r" "$dir/reported/"
+	done
+}
+
 # ---- unit tests ------------------------------------------------------------
 shopt -s nullglob
-# build/tsan: the same tests built with SANITIZE=thread (make test builds them).
+# build/tsan, build/asan: the same tests built with SANITIZE=thread and with
+# SANITIZE=address,undefined (make test builds them).
 export TSAN_OPTIONS="halt_on_error=1 exitcode=1 report_thread_leaks=0 ${TSAN_OPTIONS:-}"
-for t in build/tests/unit/test_* build/tsan/tests/unit/test_*; do
+for t in build/tests/unit/test_* build/tsan/tests/unit/test_* build/asan/tests/unit/test_*; do
 	if [ ! -f "$t" ] || [ ! -x "$t" ]; then
 		continue
 	fi
 	name=${t##*/}
 	case $t in
-	build/tsan/*)
-		# Preloads the uninstrumented libapus.so: not a TSan test.
+	build/tsan/* | build/asan/*)
+		# Preloads the uninstrumented libapus.so: not a sanitizer test.
 		[ "$name" = test_preload_early ] && continue
-		name=tsan/$name
+		name=${t#build/}
+		name=${name%%/*}/${t##*/}
 		;;
 	esac
 	matches "$name" || continue
@@ -66,6 +85,8 @@ for t in build/tests/unit/test_* build/tsan/tests/unit/test_*; do
 		;;
 	esac
 done
+
+report_sanitizer_logs unit
 
 # ---- bats ------------------------------------------------------------------
 # Each run is FILE or FILE|VAR=VALUE: the same tests again under another
@@ -109,10 +130,12 @@ fi
 
 # Test clusters keep their regions in /dev/shm (region_dir, memory that a
 # stopped cluster still holds for its restart): each suite's go when it ends.
-regions_before=$(ls /dev/shm/apus-*.region 2>/dev/null)
+# Only the tests' own (helpers.bash names their clusters test<PORT>): other
+# clusters on this machine keep theirs.
+regions_before=$(ls /dev/shm/apus-test*.region 2>/dev/null)
 drop_test_regions() {
 	local r
-	for r in /dev/shm/apus-*.region; do
+	for r in /dev/shm/apus-test*.region; do
 		[ -e "$r" ] && ! grep -qxF "$r" <<<"$regions_before" && rm -f "$r"
 	done
 }
@@ -169,6 +192,7 @@ for run in "${bats_files[@]}"; do
 	wait $! 2>/dev/null
 	rc=$?
 	drop_test_regions
+	report_sanitizer_logs "$suite"
 	echo "     ($suite: $((SECONDS - suite_start)) s)"
 	timed_out=0
 	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then

@@ -11,7 +11,7 @@
 #include "coordinator/child_env.h"
 #include "tests/unit/unit.h"
 
-static volatile int done;
+static int done;	/* set by main once it stops rewriting environ */
 
 static const char *find(char **env, const char *name_eq)
 {
@@ -28,7 +28,7 @@ static void *builder(void *arg)
 	char *env[1024], *extra[] = { "APUS_VIEW=9", "KEEP=replaced", NULL };
 	long *bad = arg;
 
-	while (!done) {
+	while (!__atomic_load_n(&done, __ATOMIC_ACQUIRE)) {
 		if (child_env_build(env, 1024, NULL) < 0 || !find(env, "KEEP=") ||
 		    strcmp(find(env, "KEEP="), "started"))
 			(*bad)++;
@@ -69,7 +69,7 @@ int main(void)
 			setenv(name, "x", 1);	/* moves environ's array as it grows */
 		}
 	}
-	done = 1;
+	__atomic_store_n(&done, 1, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
 	CHECK(bad == 0, "%ld builds saw a changed environment", bad);
 	CHECK(child_env_capture() == 0, "a second capture is a no-op");
