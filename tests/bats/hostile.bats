@@ -151,7 +151,7 @@ function two_backups() {
 }
 
 @test "a peer with the wrong cluster key is refused and logged; the leader's log and role are untouched" {
-	local wrong="$BATS_TEST_TMPDIR/wrong.key" j commit view mark
+	local wrong="$BATS_TEST_TMPDIR/wrong.key" j commit view mark first
 	two_backups
 	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$wrong"
 	chmod 600 "$wrong"
@@ -159,14 +159,18 @@ function two_backups() {
 	commit=$(status_node "$j" "$LEADER" commit)
 	view=$(status_node "$j" "$LEADER" view)
 	mark=$(log_lines "$LEADER")
+	# Each time with a frame right behind its proof, onto the first
+	# word of the leader's log.
+	first=$(word_at "$LEADER" 4096)
 	for _ in 1 2 3; do
 		run python3 "$PEER" --port "$(peer_port "$LEADER")" --from "$C" --to "$LEADER" \
-			handshake --key "$wrong" --expect refused
+			handshake --key "$wrong" --expect refused --then-frame 4096 8
 		echo "$output"
 		[ "$status" -eq 0 ] || fail "the leader admitted a peer with the wrong key: $output"
 	done
 	retry 20 0.2 log_since "$LEADER" "$mark" \
 		"refused a peer connection from 127\.0\.0\.1:[0-9]+: claims to be node $C but does not know the cluster secret"
+	assert_eq "$(word_at "$LEADER" 4096)" "$first" "the first word of the leader's log"
 	j=$(status_json)
 	assert_eq "$(status_node "$j" "$LEADER" commit)" "$commit" "the leader's commit index"
 	assert_eq "$(status_node "$j" "$LEADER" role)/$(status_node "$j" "$LEADER" view)" "leader/$view" \
@@ -324,9 +328,15 @@ function two_backups() {
 }
 
 @test "a client sending a 1 GB bulk string is refused by the server; the log takes little of it" {
-	local j pos0 pos1
+	local j pos0 pos1 n marks=()
 	j=$(status_json)
 	pos0=$(status_node "$j" "$LEADER" log_pos)
+	# Redis says why it refuses at loglevel verbose (into each node's
+	# apus.log); the admin socket is not replicated, so each is told.
+	for n in $(conf_nodes "$CONF"); do
+		marks[n]=$(log_lines "$n")
+		admin "$n" CONFIG SET loglevel verbose >/dev/null
+	done
 	run python3 "$CLIENT" --port "$(leader_port)" bulk --size 1073741824 --max 1073741824 --seconds 30
 	echo "$output"
 	[ "$status" -eq 0 ] || fail "the bulk client: $output"
@@ -336,7 +346,13 @@ function two_backups() {
 	pos1=$(status_node "$j" "$LEADER" log_pos)
 	echo "log grew by $((pos1 - pos0)) bytes"
 	[ $((pos1 - pos0)) -lt $((16 << 20)) ] || fail "the log took $((pos1 - pos0)) bytes of the refused value"
-	assert_eq "$(admin "$LEADER" EXISTS k)" 0 "key k on the leader"
+	# Every replica's server got the same bytes, and refused them alike.
+	for n in $(conf_nodes "$CONF"); do
+		retry 50 0.2 log_since "$n" "${marks[n]}" "Protocol error \(invalid bulk length\)" ||
+			fail "node $n's server did not log the refusal"
+		admin "$n" CONFIG SET loglevel notice >/dev/null
+		assert_eq "$(admin "$n" EXISTS k)" 0 "key k on node $n"
+	done
 	serving bulk
 	rss_bounded
 }

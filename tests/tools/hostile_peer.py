@@ -96,7 +96,9 @@ def handshake(args, key, record=None):
         # A peer with the wrong key cannot check the acceptor; it goes on.
         print("challenge MAC does not match our key")
     proof = mac(key, "apus-tcp-connect", args.frm, args.to, nonce_a, nonce_c)
-    s.sendall(proof)
+    # --then-frame: a frame right behind the proof, before any welcome.
+    then = getattr(args, "then_frame", None)
+    s.sendall(proof + (FRAME.pack(then[0], then[1], 0) + b"\x5a" * then[1] if then else b""))
     w = recv_exact(s, 16, 5)
     if record is not None:
         record += [proof, w]
@@ -256,6 +258,8 @@ def main():
     h.add_argument("--key", required=True)
     h.add_argument("--expect", choices=["admitted", "refused"], default="admitted")
     h.add_argument("--record", help="write our hello and proof here")
+    h.add_argument("--then-frame", nargs=2, type=lambda v: int(v, 0), metavar=("OFF", "LEN"),
+                   help="send a frame of 0x5a bytes right behind the proof")
     r = sub.add_parser("replay")
     r.add_argument("--record", required=True)
     f = sub.add_parser("frame")
