@@ -747,15 +747,19 @@ static int in_receive(struct tcp_transport *s, struct tcp_in *in)
 				return applied;
 			continue;
 		}
+		if (in->got == sizeof(in->u.hdr) &&
+		    (in->u.hdr.off > s->size || in->u.hdr.len > s->size - in->u.hdr.off)) {
+			pr_err("node %d wrote outside our region; dropping it", in->peer);
+			in_close(s, in);
+			return applied;
+		}
 		/* Nothing of a refused frame lands: its payload goes straight
 		 * into the region, so it is judged by its header alone. */
 		if (in->got == sizeof(in->u.hdr) &&
 		    !region_peer_may_write(in->peer, in->u.hdr.off, in->u.hdr.len, s->size)) {
-			pr_err("node %d wrote %u bytes at offset %llu, %s; dropping it", in->peer,
-			       in->u.hdr.len, (unsigned long long)in->u.hdr.off,
-			       in->u.hdr.off < REGION_CTL_SIZE
-				       ? "into our control page outside its own slots"
-				       : "outside our region");
+			pr_err("node %d wrote %u bytes at offset %llu, into our control page outside "
+			       "its own slots; dropping it",
+			       in->peer, in->u.hdr.len, (unsigned long long)in->u.hdr.off);
 			in_close(s, in);
 			return applied;
 		}

@@ -238,7 +238,7 @@ function two_backups() {
 		echo "$name: $output"
 		[ "$status" -eq 0 ] || fail "$name: node $B kept the connection after a frame it must refuse: $output"
 		retry 20 0.2 log_since "$B" "$mark" \
-			"tcp: node $C wrote $((len)) bytes at offset $off, (outside our region|into our control page outside its own slots); dropping it" ||
+			"tcp: node $C wrote (outside our region|$len bytes at offset $off, into our control page outside its own slots); dropping it" ||
 			fail "$name: no log line"
 		if [ "${#off}" -lt 15 ] && [ "$off" -lt "$size" ]; then
 			assert_eq "$(word_at "$B" "$off")" "$want" "$name: the word at offset $off of node $B's region"
