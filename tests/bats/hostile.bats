@@ -68,11 +68,13 @@ function setup() {
 }
 
 function teardown() {
-	# Never leave a hostile process behind a failed test.
+	# Never leave a hostile process or a cluster of a test behind a
+	# failed test.
 	local p
 	for p in ${BG_PIDS:-}; do
 		kill -KILL "$p" 2>/dev/null || true
 	done
+	[ -n "${GCONF:-}" ] && stop_cluster "$GCONF"
 	return 0
 }
 
@@ -133,6 +135,10 @@ function fds_back() {
 	done
 	fail "node $1 holds $n descriptors, $2 before: connections leaked"
 }
+
+# tail_has FILE LINES PATTERN - a line past the first LINES of FILE matches
+# the extended regex PATTERN.
+function tail_has() { tail -n +"$(($2 + 1))" "$1" | grep -qE "$3"; }
 
 # caught_up NODE - NODE executed everything the leader committed.
 function caught_up() {
@@ -325,6 +331,46 @@ function two_backups() {
 	kill -KILL "$BG_PIDS"
 	serving stalledhello
 	rss_bounded
+}
+
+@test "clients stalled on a guard's snapshot port keep it neither from its node nor unlogged" {
+	local b pid i glog mark
+	# A cluster of its own, with guards serving snapshots on guard_port.
+	GCONF=$(APUS_TEST_TRANSPORT=tcp APUS_TEST_GUARD=on make_conf "$(test_dir guarded)" 19500)
+	start_cluster "$GCONF"
+	b=$(all_backups "$GCONF" | head -n 1) || fail "no backup"
+	glog=$(data_dir "$b" "$GCONF")/apus.guard.log
+	retry 100 0.1 grep -q "guarding node $b" "$glog"
+	mark=$(wc -l <"$glog")
+	# Six connections that send half a hello and wait (the guard's
+	# backlog is four): an unauthenticated client must not hold it.
+	python3 - "$(conf_node_get "$GCONF" "$b" guard_port)" "$BATS_TEST_TMPDIR/gheld" \
+		>"$BATS_TEST_TMPDIR/ghold.out" 2>&1 3>&- <<-'EOF' &
+		import socket, sys, time
+		socks = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(6)]
+		for s in socks:
+		    s.sendall(b"APUSSNAP")
+		open(sys.argv[2], "w").close()
+		time.sleep(60)
+	EOF
+	BG_PIDS=$!
+	retry 50 0.1 test -e "$BATS_TEST_TMPDIR/gheld"
+	sleep 0.5
+	# The node dies meanwhile: its guard brings it back within seconds.
+	pid=$(redis_pid "$b" "$GCONF")
+	kill -KILL "$pid"
+	for ((i = 0; i < 100; i++)); do
+		[ "$(status_node "$(status_json "$GCONF")" "$b" role)" = backup ] &&
+			[ "$(redis_pid "$b" "$GCONF")" != "$pid" ] && break
+		sleep 0.1
+	done
+	[ "$i" -lt 100 ] || {
+		tail -n 5 "$glog"
+		fail "node $b's guard did not bring it back within 10 s while clients stalled on its port"
+	}
+	retry 50 0.2 tail_has "$glog" "$mark" "refused a snapshot request from 127\.0\.0\.1:[0-9]+: no admission within"
+	kill -KILL "$BG_PIDS"
+	stop_cluster "$GCONF"
 }
 
 @test "a client sending a 1 GB bulk string is refused by the server; the log takes little of it" {
