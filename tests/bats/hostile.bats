@@ -186,7 +186,7 @@ function two_backups() {
 }
 
 @test "a genuine handshake recorded off the wire and replayed is refused and logged" {
-	local rec="$BATS_TEST_TMPDIR/handshake" ready="$BATS_TEST_TMPDIR/sniffing" sniffer mark i
+	local rec="$BATS_TEST_TMPDIR/handshake" ready="$BATS_TEST_TMPDIR/sniffing" sniffer mark i commit
 	two_backups
 	# Record node C's own handshake with the leader as C restarts.
 	python3 "$PEER" --port "$(peer_port "$LEADER")" sniff --record "$rec" --ready "$ready" \
@@ -213,12 +213,14 @@ function two_backups() {
 	fi
 	wait_digests_equal "$CONF" 30
 	mark=$(log_lines "$LEADER")
+	commit=$(status_node "$(status_json)" "$LEADER" commit)
 	run python3 "$PEER" --port "$(peer_port "$LEADER")" replay --record "$rec"
 	echo "$output"
 	[ "$status" -eq 0 ] || fail "the replayed handshake: $output"
 	retry 20 0.2 log_since "$LEADER" "$mark" \
 		"refused a peer connection from 127\.0\.0\.1:[0-9]+: claims to be node $C but does not know the cluster secret"
-	assert_eq "$(status_node "$(status_json)" "$LEADER" role)" leader "the leader's role"
+	assert_eq "$(status_node "$(status_json)" "$LEADER" role)/$(status_node "$(status_json)" "$LEADER" commit)" \
+		"leader/$commit" "the leader's role and commit index after the replay"
 	serving replay
 	rss_bounded
 }
