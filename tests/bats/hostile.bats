@@ -39,7 +39,7 @@ function setup_file() {
 		int main(int argc, char **argv)
 		{
 			int c = argc > 1 ? atoi(argv[1]) : 0, o = argc > 2 ? atoi(argv[2]) : 0;
-			printf("size %zu\n", region_size_for(64u << 20));
+			printf("size %zu\n", region_size_for(64u << 20));	/* make_conf's log_size */
 			printf("own_pad %zu\n", offsetof(struct region_ctl, lead) +
 			       c * sizeof(struct lead_slot) + offsetof(struct lead_slot, pad));
 			printf("other_lead %zu\n", offsetof(struct region_ctl, lead) +
@@ -373,6 +373,7 @@ function two_backups() {
 	retry 50 0.2 tail_has "$glog" "$mark" "refused a snapshot request from 127\.0\.0\.1:[0-9]+: no admission within"
 	kill -KILL "$BG_PIDS"
 	stop_cluster "$GCONF"
+	GCONF=
 }
 
 @test "a client sending a 1 GB bulk string is refused by the server; the log takes little of it" {
