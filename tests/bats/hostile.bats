@@ -25,7 +25,9 @@ function setup_file() {
 		HOSTILE_SHM=$(mktemp -d /dev/shm/apus-hostile.XXXXXX)
 		export HOSTILE_SHM APUS_TEST_REGION_DIR=$HOSTILE_SHM
 	fi
-	CONF=$(APUS_TEST_TRANSPORT=tcp make_conf "$(test_dir cluster)" 19400)
+	# On 127.0.0.1 whatever the environment says: the tests speak to
+	# loopback addresses and sniff the loopback interface.
+	CONF=$(APUS_TEST_NETNS='' APUS_TEST_TRANSPORT=tcp make_conf "$(test_dir cluster)" 19400)
 	export CONF
 	# Offsets in the control page, from the header the nodes are built with.
 	OFFSETS="$BATS_FILE_TMPDIR/offsets"
@@ -338,7 +340,7 @@ function two_backups() {
 @test "clients stalled on a guard's snapshot port keep it neither from its node nor unlogged" {
 	local b pid i glog mark
 	# A cluster of its own, with guards serving snapshots on guard_port.
-	GCONF=$(APUS_TEST_TRANSPORT=tcp APUS_TEST_GUARD=on make_conf "$(test_dir guarded)" 19500)
+	GCONF=$(APUS_TEST_NETNS='' APUS_TEST_TRANSPORT=tcp APUS_TEST_GUARD=on make_conf "$(test_dir guarded)" 19500)
 	start_cluster "$GCONF"
 	b=$(all_backups "$GCONF" | head -n 1) || fail "no backup"
 	glog=$(data_dir "$b" "$GCONF")/apus.guard.log
