@@ -267,6 +267,39 @@ static inline size_t region_size_for(uint64_t log_size)
 	return REGION_CTL_SIZE + log_size;
 }
 
+/* Whether node PEER may write [OFF, OFF+LEN) of a region of SIZE bytes:
+ * the log, or inside one of the control page's parts the protocol has it
+ * write (its own lead/peer/elect/vote/probe slot, the leader's sync
+ * words).  The rest of the page (header, durable vote, status, doorbell,
+ * guard words) is the node's own: a receiver that applies frames itself
+ * (tcp) refuses a write there, which would corrupt the node. */
+static inline int region_peer_may_write(int peer, uint64_t off, uint64_t len, uint64_t size)
+{
+	const struct {
+		size_t at, len;
+	} own[] = {
+#define OWN(field, type) { offsetof(struct region_ctl, field) + (size_t)peer * sizeof(type), sizeof(type) }
+		OWN(lead, struct lead_slot),
+		OWN(peer, struct peer_slot),
+		OWN(elect, struct elect_req),
+		OWN(vote, struct vote_slot),
+		OWN(probe, struct probe_answer),
+#undef OWN
+		{ offsetof(struct region_ctl, sync), sizeof(struct sync_words) },
+	};
+
+	if (off > size || len > size - off)
+		return 0;
+	if (off >= REGION_CTL_SIZE)
+		return 1;
+	if (peer < 0 || peer >= APUS_MAX_NODES)
+		return 0;
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+		if (off >= own[i].at && off - own[i].at + len <= own[i].len)
+			return 1;
+	return 0;
+}
+
 /* Where a new region came from (region_create). */
 struct region_origin {
 	int recovered;	/* the log and durable words of a previous process were kept */

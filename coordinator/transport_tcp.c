@@ -54,6 +54,7 @@
 #define HELLO_MAGIC 0x41505553u	/* "APUS" */
 #define HELLO_VERSION 2	/* 2: the hello carries the connector's incarnation */
 #define MAX_IN 16
+_Static_assert(MAX_IN > APUS_MAX_NODES, "a slot for a handshake besides every admitted peer");
 #define IN_BUF 16384
 #define OUT_BUF 8192
 #define POLL_EVENTS 16
@@ -549,9 +550,20 @@ static void accept_peers(struct tcp_transport *s)
 			return;
 		for (i = 0; i < MAX_IN && s->in[i].fd >= 0; i++)
 			;
+		/* Every slot taken: the oldest handshake under way makes room.
+		 * Closing the newcomer instead let connections that never
+		 * finish admission lock a restarting peer out, unlogged.  An
+		 * admitted peer holds one slot (MAX_IN > APUS_MAX_NODES), so
+		 * there always is one under way. */
 		if (i == MAX_IN) {
-			close(fd);
-			continue;
+			int old = -1;
+			for (int k = 0; k < MAX_IN; k++)
+				if (s->in[k].state != IN_FRAMES &&
+				    (old < 0 || s->in[k].since_ns < s->in[old].since_ns))
+					old = k;
+			refuse(s, &s->in[old], "pushed out by a newer connection: %d are in admission",
+			       MAX_IN);
+			i = old;
 		}
 		s->in[i] = (struct tcp_in){ .fd = fd, .state = IN_HELLO, .peer = -1,
 					    .since_ns = now, .addr = addr };
@@ -738,6 +750,16 @@ static int in_receive(struct tcp_transport *s, struct tcp_in *in)
 		if (in->got == sizeof(in->u.hdr) &&
 		    (in->u.hdr.off > s->size || in->u.hdr.len > s->size - in->u.hdr.off)) {
 			pr_err("node %d wrote outside our region; dropping it", in->peer);
+			in_close(s, in);
+			return applied;
+		}
+		/* Nothing of a refused frame lands: its payload goes straight
+		 * into the region, so it is judged by its header alone. */
+		if (in->got == sizeof(in->u.hdr) &&
+		    !region_peer_may_write(in->peer, in->u.hdr.off, in->u.hdr.len, s->size)) {
+			pr_err("node %d wrote %u bytes at offset %llu, into our control page outside "
+			       "its own slots; dropping it",
+			       in->peer, in->u.hdr.len, (unsigned long long)in->u.hdr.off);
 			in_close(s, in);
 			return applied;
 		}

@@ -24,6 +24,7 @@
 #define SNAP_VERSION 1
 #define IO_TIMEOUT_S 10
 #define DONE_TIMEOUT_MS 30000	/* the node's own hold ends at 30 s too */
+#define ADMIT_TIMEOUT_MS 2000	/* hello and proof of a client, in all */
 
 struct hello {
 	char magic[8];
@@ -57,9 +58,24 @@ static int send_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+/* Until a client proved the key, its bytes must arrive by this time
+ * (cli_mono_ms; 0: no limit), however it trickles them: the guard serves
+ * on its own thread, and a client stalled in the handshake kept it from
+ * its node (a dead server was brought back only 10 s per stalled
+ * connection later).  admit_late says the limit cut a client off. */
+static uint64_t admit_by_ms;
+static int admit_late;
+
 static int recv_all(int fd, void *buf, size_t len)
 {
 	for (char *p = buf; len;) {
+		uint64_t now = cli_mono_ms();
+		struct pollfd pf = { fd, POLLIN, 0 };
+		if (admit_by_ms && (now >= admit_by_ms || !poll(&pf, 1, (int)(admit_by_ms - now)))) {
+			admit_late = 1;
+			errno = ETIMEDOUT;
+			return -1;
+		}
 		ssize_t n = recv(fd, p, len, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -182,6 +198,7 @@ static void serve_one(const struct apus_config *cfg, int self, int fd,
 		log("refused a snapshot request: the client does not know the cluster key");
 		return;
 	}
+	admit_by_ms = 0;	/* proven: the transfer has IO_TIMEOUT_S per call */
 	if (!rebuild_source_ok(cfg, self, &applied)) {
 		snprintf(err, sizeof(err), "node %d is not a live backup synced to its leader", self);
 		refuse(fd, err);
@@ -212,14 +229,25 @@ static void serve_one(const struct apus_config *cfg, int self, int fd,
 
 void snapnet_serve(const struct apus_config *cfg, int node, int lfd, void (*log)(const char *))
 {
-	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	struct sockaddr_storage addr;
+	socklen_t alen = sizeof(addr);
+	char from[INET6_ADDRSTRLEN + 8], line[200];
+	/* One connection per call: the guard looks at its node between two. */
+	int fd = accept4(lfd, (struct sockaddr *)&addr, &alen, SOCK_CLOEXEC);
 
-		if (fd < 0)
-			return;
-		serve_one(cfg, node, fd, log);
-		close(fd);
+	if (fd < 0)
+		return;
+	admit_by_ms = cli_mono_ms() + ADMIT_TIMEOUT_MS;
+	admit_late = 0;
+	serve_one(cfg, node, fd, log);
+	admit_by_ms = 0;
+	if (admit_late) {
+		snprintf(line, sizeof(line),
+			 "refused a snapshot request from %s: no admission within %d ms",
+			 admit_addr_str((struct sockaddr *)&addr, from, sizeof(from)), ADMIT_TIMEOUT_MS);
+		log(line);
 	}
+	close(fd);
 }
 
 /* Receives BYTES into DST (aside, then renamed). */

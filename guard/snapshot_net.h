@@ -25,8 +25,10 @@ struct snap_meta {
  * set.  0 is never returned. */
 int snapnet_listen(const struct apus_config *cfg, int node, char *err, size_t errlen);
 
-/* Serves the connections waiting on LFD, one after the other; LOG gets a
- * line per request. */
+/* Serves one connection waiting on LFD (the guard calls it again from its
+ * loop, so that it looks at its node between two); a client has 2 s in
+ * all to send its hello and prove the key.  LOG gets a line per request
+ * and per client cut off by that limit. */
 void snapnet_serve(const struct apus_config *cfg, int node, int lfd, void (*log)(const char *));
 
 /* Fetches peer FROM's snapshot for NODE into the file DST (written aside
