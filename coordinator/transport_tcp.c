@@ -561,6 +561,10 @@ static void accept_peers(struct tcp_transport *s)
 				if (s->in[k].state != IN_FRAMES &&
 				    (old < 0 || s->in[k].since_ns < s->in[old].since_ns))
 					old = k;
+			if (old < 0) {	/* every slot admitted: cannot be, but never index -1 */
+				close(fd);
+				continue;
+			}
 			refuse(s, &s->in[old], "pushed out by a newer connection: %d are in admission",
 			       MAX_IN);
 			i = old;
