@@ -22,4 +22,9 @@ static inline uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+static inline uint64_t realtime_ms(void)
+{
+	return realtime_ns() / 1000000;
+}
+
 #endif

@@ -27,11 +27,6 @@
 
 void (*node_rebuild_hook)(struct node *n);
 
-static uint64_t realtime_ms(void)
-{
-	return realtime_ns() / 1000000;
-}
-
 void node_update_status(struct node *n)
 {
 	struct node_status *s = &n->ctl->status;

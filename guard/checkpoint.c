@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../coordinator/clock.h"
 #include "../coordinator/filemode.h"
 #include "../coordinator/region.h"
 #include "cli.h"
@@ -24,14 +25,6 @@
 #define CKPT_DIR "checkpoints"
 #define ACK_TIMEOUT_MS 5000
 #define RESTORE_TRIES 25	/* 200 ms apart: a killed pid may stay taken ~1.6 s */
-
-static uint64_t realtime_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void seterr(char *err, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
