@@ -43,6 +43,38 @@ struct reply {
 	struct snap_meta m;
 };
 
+_Static_assert(sizeof(struct hello) == SNAPNET_HELLO_LEN && sizeof(struct reply) == SNAPNET_REPLY_LEN,
+	       "wire sizes in snapshot_net.h");
+
+int snapnet_hello_check(const void *bytes, size_t len, int self, int nnodes, uint32_t *node)
+{
+	struct hello h;
+
+	if (len != sizeof(h))
+		return -EPROTO;
+	memcpy(&h, bytes, sizeof(h));
+	if (memcmp(h.magic, SNAP_MAGIC, 8) || h.version != SNAP_VERSION)
+		return -EPROTO;
+	if (h.node >= (uint32_t)nnodes || h.node == (uint32_t)self)
+		return -EPERM;
+	*node = h.node;
+	return 0;
+}
+
+int snapnet_reply_parse(const void *bytes, size_t len, size_t cap, struct snap_meta *m,
+			size_t *why_len)
+{
+	struct reply r;
+
+	if (len != sizeof(r) || !cap)
+		return -EINVAL;
+	memcpy(&r, bytes, sizeof(r));
+	*m = r.m;
+	/* The reason's length is the peer's word: read no more than fits. */
+	*why_len = r.msglen < cap - 1 ? r.msglen : cap - 1;
+	return r.status ? 1 : 0;
+}
+
 static int send_all(int fd, const void *buf, size_t len)
 {
 	for (const char *p = buf; len;) {
@@ -163,8 +195,8 @@ static void serve_one(const struct apus_config *cfg, int self, int fd,
 	uint64_t applied;
 
 	set_timeouts(fd);
-	if (recv_all(fd, &h, sizeof(h)) || memcmp(h.magic, SNAP_MAGIC, 8) ||
-	    h.version != SNAP_VERSION || h.node >= (uint32_t)cfg->nnodes || h.node == (uint32_t)self)
+	if (recv_all(fd, &h, sizeof(h)) ||
+	    snapnet_hello_check(&h, sizeof(h), self, cfg->nnodes, &h.node))
 		return;
 	if (admit_key_load(cfg->nodes[self].secret_file, &key, err, sizeof(err)) < 0) {
 		snprintf(line, sizeof(line), "cannot serve a snapshot: %s", err);
@@ -299,8 +331,8 @@ int snapnet_fetch(const struct apus_config *cfg, int node, int from, const char 
 	}
 	if (recv_all(fd, &r, sizeof(r)))
 		goto lost;
-	if (r.status) {
-		size_t l = r.msglen < sizeof(why) - 1 ? r.msglen : sizeof(why) - 1;
+	size_t l;
+	if (snapnet_reply_parse(&r, sizeof(r), sizeof(why), &r.m, &l)) {
 		if (recv_all(fd, why, l))
 			l = 0;
 		why[l] = '\0';
