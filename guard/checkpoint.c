@@ -301,7 +301,7 @@ static int meta_write(const struct ckpt_info *c, const char *dir)
 	return fclose(f);
 }
 
-static int meta_read(struct ckpt_info *c)
+int ckpt_meta_read(struct ckpt_info *c)
 {
 	char path[PATH_MAX + 8], key[64];
 	unsigned long long v;
@@ -365,7 +365,7 @@ int ckpt_list(const struct apus_config *cfg, int node, struct ckpt_info *out, in
 			continue;
 		memset(c, 0, sizeof(*c));
 		snprintf(c->id, sizeof(c->id), "%s", d->d_name);
-		if (!join_path(c->dir, sizeof(c->dir), root, d->d_name) && meta_read(c) == 0)
+		if (!join_path(c->dir, sizeof(c->dir), root, d->d_name) && ckpt_meta_read(c) == 0)
 			n++;
 	}
 	closedir(dir);

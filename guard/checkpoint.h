@@ -63,6 +63,10 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
  * many (at most MAX), or -1 with errno set. */
 int ckpt_list(const struct apus_config *cfg, int node, struct ckpt_info *out, int max);
 
+/* Reads <C->dir>/meta into C's numbers (fields it lacks are left alone).
+ * 0, or -1 if it is unreadable, holds no "key = number" line or no pid. */
+int ckpt_meta_read(struct ckpt_info *c);
+
 /* Checks a checkpoint's files against its SHA256SUMS.  0, or -1 with WHY
  * naming the first file that is missing or differs. */
 int ckpt_verify(const struct ckpt_info *c, char *why, size_t len);
