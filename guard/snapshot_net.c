@@ -19,61 +19,10 @@
 #include "../coordinator/netaddr.h"
 #include "cli.h"
 #include "rebuild.h"
+#include "snapshot_wire.h"
 
-#define SNAP_MAGIC "APUSSNAP"
-#define SNAP_VERSION 1
 #define IO_TIMEOUT_S 10
 #define DONE_TIMEOUT_MS 30000	/* the node's own hold ends at 30 s too */
-
-struct hello {
-	char magic[8];
-	uint32_t version;
-	uint32_t node;		/* the node being rebuilt */
-	uint8_t nonce[ADMIT_NONCE_LEN];
-};
-
-struct guard_proof {
-	uint8_t nonce[ADMIT_NONCE_LEN];
-	uint8_t mac[ADMIT_MAC_LEN];
-};
-
-struct reply {
-	uint32_t status;	/* 0: the snapshot follows; else msglen bytes of why */
-	uint32_t msglen;
-	struct snap_meta m;
-};
-
-_Static_assert(sizeof(struct hello) == SNAPNET_HELLO_LEN && sizeof(struct reply) == SNAPNET_REPLY_LEN,
-	       "wire sizes in snapshot_net.h");
-
-int snapnet_hello_check(const void *bytes, size_t len, int self, int nnodes, uint32_t *node)
-{
-	struct hello h;
-
-	if (len != sizeof(h))
-		return -EPROTO;
-	memcpy(&h, bytes, sizeof(h));
-	if (memcmp(h.magic, SNAP_MAGIC, 8) || h.version != SNAP_VERSION)
-		return -EPROTO;
-	if (h.node >= (uint32_t)nnodes || h.node == (uint32_t)self)
-		return -EPERM;
-	*node = h.node;
-	return 0;
-}
-
-int snapnet_reply_parse(const void *bytes, size_t len, size_t cap, struct snap_meta *m,
-			size_t *why_len)
-{
-	struct reply r;
-
-	if (len != sizeof(r) || !cap)
-		return -EINVAL;
-	memcpy(&r, bytes, sizeof(r));
-	*m = r.m;
-	/* The reason's length is the peer's word: read no more than fits. */
-	*why_len = r.msglen < cap - 1 ? r.msglen : cap - 1;
-	return r.status ? 1 : 0;
-}
 
 static int send_all(int fd, const void *buf, size_t len)
 {

@@ -13,7 +13,6 @@
 #ifndef APUS_GUARD_SNAPSHOT_NET_H
 #define APUS_GUARD_SNAPSHOT_NET_H
 
-#include <stddef.h>
 #include <stdint.h>
 
 #include "../coordinator/config.h"
@@ -35,17 +34,6 @@ void snapnet_serve(const struct apus_config *cfg, int node, int lfd, void (*log)
  * snapnet_done; or -1 with ERR set. */
 int snapnet_fetch(const struct apus_config *cfg, int node, int from, const char *dst,
 		  struct snap_meta *m, char *err, size_t errlen);
-
-/* The wire checks that need no socket (the fuzz targets call them on
- * arbitrary bytes).  A client's hello: 0 with *NODE the node it rebuilds,
- * -EPROTO (not a snapshot hello) or -EPERM (no such node, or SELF). */
-#define SNAPNET_HELLO_LEN 32
-int snapnet_hello_check(const void *hello, size_t len, int self, int nnodes, uint32_t *node);
-/* The guard's reply: 0 (*M filled, the file follows), 1 (refused: *WHY_LEN
- * bytes of reason follow, fewer than CAP), or -EINVAL. */
-#define SNAPNET_REPLY_LEN 40
-int snapnet_reply_parse(const void *reply, size_t len, size_t cap, struct snap_meta *m,
-			size_t *why_len);
 
 /* Tells the peer's guard that the node joined (FROM may execute again). */
 void snapnet_done(int fd);
