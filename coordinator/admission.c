@@ -54,9 +54,11 @@ int admit_key_load(const char *path, struct admit_key *k, char *err, size_t errl
 	rc = n == 2 * ADMIT_KEY_LEN ? 0 : -EINVAL;
 	for (int i = 0; !rc && i < ADMIT_KEY_LEN; i++) {
 		int hi = hexval(text[2 * i]), lo = hexval(text[2 * i + 1]);
+		/* Not a digit: -1, and -1 << 4 is undefined (found by fuzzing). */
 		if (hi < 0 || lo < 0)
 			rc = -EINVAL;
-		k->key[i] = (uint8_t)(hi << 4 | lo);
+		else
+			k->key[i] = (uint8_t)(hi << 4 | lo);
 	}
 	if (rc)
 		snprintf(err, errlen, "secret file %s: expected 64 hex digits", path);
