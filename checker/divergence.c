@@ -79,7 +79,10 @@ void divergence_field_str(const char *line, const char *key, char *out, size_t l
 	if (!p)
 		return;
 	p += strlen(pat);
-	for (e = p; *e && !(*e == '"' && e[-1] != '\\'); e++)
-		;
+	/* Skip escapes as pairs: an excerpt ending in a backslash is written
+	 * \\ before the closing quote, which is no escaped quote. */
+	for (e = p; *e && *e != '"'; e++)
+		if (*e == '\\' && e[1])
+			e++;
 	snprintf(out, len, "%.*s", (int)(e - p), p);
 }
