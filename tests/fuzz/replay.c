@@ -21,6 +21,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Optional in a target: called once before the inputs, as libFuzzer does. */
 __attribute__((weak)) int LLVMFuzzerInitialize(int *argc, char ***argv);
 
+/* A sanitizer's report fails the replay, whatever the environment says:
+ * UBSan would go on after one by default. */
+__attribute__((visibility("default"), used)) const char *__ubsan_default_options(void)
+{
+	return "halt_on_error=1:print_stacktrace=1";
+}
+
 static int replay_file(const char *path)
 {
 	struct stat st;
