@@ -45,7 +45,10 @@ static inline const char *fuzz_tmpdir(void)
 	if (!fuzz_dir[0]) {
 		const char *t = getenv("TMPDIR");
 
-		snprintf(fuzz_dir, sizeof(fuzz_dir), "%s/apus-fuzz.XXXXXX", t && *t ? t : "/tmp");
+		/* A memory file system where there is one: a file per run. */
+		if (!t || !*t)
+			t = access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm";
+		snprintf(fuzz_dir, sizeof(fuzz_dir), "%s/apus-fuzz.XXXXXX", t);
 		if (!mkdtemp(fuzz_dir)) {
 			perror("mkdtemp");
 			abort();
@@ -62,9 +65,8 @@ static inline const char *fuzz_file(const char *name, const void *data, size_t s
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", fuzz_tmpdir(), name);
-	unlink(path);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size)) {
+	if (fd < 0 || fchmod(fd, mode) || (size && write(fd, data, size) != (ssize_t)size)) {
 		perror(path);
 		abort();
 	}
