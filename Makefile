@@ -114,6 +114,8 @@ test: all
 # build/fuzz; new inputs go to a scratch corpus, never into the tree.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
+# FUZZ_RUNS=N: N executions per target instead of a time limit.
+FUZZ_LIMIT = $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS),-max_total_time=$(FUZZ_SECONDS))
 FUZZ_BUILD := build/fuzz
 FUZZ_FLAGS := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1
 FUZZ_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -pthread -I.
@@ -149,12 +151,12 @@ fuzz: fuzz-check
 	$(Q)$(MAKE) --no-print-directory $(FUZZ_BIN)
 	$(Q)for t in $(FUZZ_NAMES); do \
 		scratch=$(FUZZ_BUILD)/corpus/$$t; mkdir -p $$scratch $(FUZZ_BUILD)/crash/$$t; \
-		echo "  FUZZ    $$t ($(FUZZ_SECONDS) s)"; \
-		$(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
+		echo "  FUZZ    $$t ($(FUZZ_LIMIT))"; \
+		$(FUZZ_BUILD)/fuzz_$$t $(FUZZ_LIMIT) -timeout=10 -print_final_stats=1 \
 			-artifact_prefix=$(FUZZ_BUILD)/crash/$$t/ $$scratch tests/fuzz/corpus/$$t \
 			tests/fuzz/regress/$$t >$(FUZZ_BUILD)/$$t.log 2>&1 || \
 			{ tail -n 40 $(FUZZ_BUILD)/$$t.log; echo "make fuzz: $$t crashed; the input is in $(FUZZ_BUILD)/crash/$$t/"; exit 1; }; \
-		grep -E '^#[0-9]+.*DONE|stat::number_of_executed_units' $(FUZZ_BUILD)/$$t.log | sed 's/^/          /'; \
+		grep -E '^#[0-9]+.*DONE|^Done ' $(FUZZ_BUILD)/$$t.log | sed 's/^/          /'; \
 	done
 
 demo: 
