@@ -10,8 +10,10 @@
 #                     config (into $(SYSCONFDIR)/apus/ only where absent)
 #   make uninstall    the same variables; keeps a config the operator changed
 #   make fuzz         each fuzz target (tests/fuzz/) built with clang's
-#                     libFuzzer + ASan + UBSan, run FUZZ_SECONDS (20) each;
+#                     libFuzzer + ASan + UBSan into build/fuzz, run
+#                     FUZZ_SECONDS (20) each, or FUZZ_RUNS executions each;
 #                     fails on a crash (make test replays their corpora)
+#   make fuzz-seeds   rewrites the seed corpora made by the real encoders
 #   V=1               show the commands;  SANITIZE=address|undefined|thread
 
 CC ?= gcc
