@@ -254,11 +254,10 @@ int ckpt_verify(const struct ckpt_info *c, char *why, size_t len)
 		return -1;
 	}
 	while (!rc && fgets(line, sizeof(line), f)) {
-		char *name = line + 66;
+		const char *name;
 		uint64_t size;
 
-		line[strcspn(line, "\n")] = '\0';
-		if (strlen(line) < 67 || line[64] != ' ') {
+		if (ckpt_sums_line(line, &name)) {
 			seterr(why, len, "SHA256SUMS is malformed");
 			rc = -1;
 			break;
