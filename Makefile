@@ -11,7 +11,8 @@
 #   make uninstall    the same variables; keeps a config the operator changed
 #   make fuzz         each fuzz target (tests/fuzz/) built with clang's
 #                     libFuzzer + ASan + UBSan into build/fuzz, run
-#                     FUZZ_SECONDS (20) each, or FUZZ_RUNS executions each;
+#                     FUZZ_SECONDS (20) each, or FUZZ_RUNS executions each
+#                     (FUZZ_TARGETS="a b": only those);
 #                     fails on a crash (make test replays their corpora)
 #   make fuzz-seeds   rewrites the seed corpora made by the real encoders
 #   V=1               show the commands;  SANITIZE=address|undefined|thread
@@ -118,6 +119,8 @@ FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
 # FUZZ_RUNS=N: N executions per target instead of a time limit.
 FUZZ_LIMIT = $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS),-max_total_time=$(FUZZ_SECONDS))
+# FUZZ_TARGETS="entry config": only those.
+FUZZ_TARGETS ?= $(FUZZ_NAMES)
 FUZZ_BUILD := build/fuzz
 FUZZ_FLAGS := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1
 FUZZ_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -pthread -I.
@@ -150,8 +153,8 @@ fuzz-check:
 		{ echo "make fuzz: $(FUZZ_CC) has no libFuzzer (apt-get install libclang-rt-14-dev)"; exit 2; }
 
 fuzz: fuzz-check
-	$(Q)$(MAKE) --no-print-directory $(FUZZ_BIN)
-	$(Q)for t in $(FUZZ_NAMES); do \
+	$(Q)$(MAKE) --no-print-directory $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+	$(Q)for t in $(FUZZ_TARGETS); do \
 		scratch=$(FUZZ_BUILD)/corpus/$$t; mkdir -p $$scratch $(FUZZ_BUILD)/crash/$$t; \
 		echo "  FUZZ    $$t ($(FUZZ_LIMIT))"; \
 		$(FUZZ_BUILD)/fuzz_$$t $(FUZZ_LIMIT) -timeout=10 -print_final_stats=1 \
