@@ -11,6 +11,12 @@
 #                     the systemd unit apus@.service, apus(1), the example
 #                     config (into $(SYSCONFDIR)/apus/ only where absent)
 #   make uninstall    the same variables; keeps a config the operator changed
+#   make fuzz         each fuzz target (tests/fuzz/) built with clang's
+#                     libFuzzer + ASan + UBSan into build/fuzz, run
+#                     FUZZ_SECONDS (20) each, or FUZZ_RUNS executions each
+#                     (FUZZ_TARGETS="a b": only those);
+#                     fails on a crash (make test replays their corpora)
+#   make fuzz-seeds   rewrites the seed corpora made by the real encoders
 #   V=1               show the commands;  SANITIZE=address|undefined|thread
 
 CC ?= gcc
@@ -49,6 +55,14 @@ LIBCORE := $(BUILD)/lib/libapuscore.a
 LIBAPUS := $(BUILD)/lib/libapus.so
 CLI := $(BUILD)/bin/apus
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
+# Fuzz targets: tests/fuzz/fuzz_NAME.c, each also a unit test
+# (test_fuzz_NAME) that replays tests/fuzz/{corpus,regress}/NAME.
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
+FUZZ_REPLAY := $(FUZZ_NAMES:%=$(BUILD)/tests/unit/test_fuzz_%)
+# The guard's decoders that link without the CLI (guard/apus.c has main).
+FUZZ_GUARD_SRC := guard/snapshot_wire.c guard/ckpt_meta.c
+UNIT_BIN += $(FUZZ_REPLAY)
 FIXTURE := $(BUILD)/tests/unit/libfixture.so
 
 LOADGEN := $(BUILD)/bench/loadgen
@@ -82,6 +96,13 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIBCORE) $(wildcard tests/unit/*.h)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $@ $< $(LIBCORE) $(CORE_LIBS) -ldl
 
+$(BUILD)/tests/unit/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h \
+		$(FUZZ_GUARD_SRC:%.c=$(BUILD)/obj/%.o) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CFLAGS) -I. -DFUZZ_TARGET='"$*"' $(LDFLAGS) -o $@ $< tests/fuzz/replay.c \
+		$(FUZZ_GUARD_SRC:%.c=$(BUILD)/obj/%.o) $(LIBCORE) $(CORE_LIBS) -ldl
+
 $(FIXTURE): tests/unit/fixture/fixture.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
@@ -112,6 +133,57 @@ test-asan: all
 	ASAN_OPTIONS=detect_leaks=0:log_path=$(ASAN_DIR)/reports/asan \
 	UBSAN_OPTIONS=print_stacktrace=1:log_path=$(ASAN_DIR)/reports/ubsan \
 	bash tests/run.sh $(T)
+
+# libFuzzer builds with Debian's clang (+ libclang-rt-NN-dev), apart in
+# build/fuzz; new inputs go to a scratch corpus, never into the tree.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 20
+# FUZZ_RUNS=N: N executions per target instead of a time limit.
+FUZZ_LIMIT = $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS),-max_total_time=$(FUZZ_SECONDS))
+# FUZZ_TARGETS="entry config": only those.
+FUZZ_TARGETS ?= $(FUZZ_NAMES)
+FUZZ_BUILD := build/fuzz
+FUZZ_FLAGS := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1
+FUZZ_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -pthread -I.
+FUZZ_LIB := $(FUZZ_BUILD)/libfuzzcore.a
+FUZZ_BIN := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
+
+$(FUZZ_BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $<")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined \
+		-fno-sanitize-recover=undefined -g -O1 -MMD -MP -c $< -o $@
+
+$(FUZZ_LIB): $(CORE_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_GUARD_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_LIB)
+	@$(if $(Q),echo "  FUZZLD  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB) $(CORE_LIBS) -ldl
+
+# Rewrites the seed corpora that the real encoders make (tests/fuzz/seeds.c).
+fuzz-seeds: $(FUZZ_GUARD_SRC:%.c=$(BUILD)/obj/%.o) $(LIBCORE)
+	@mkdir -p $(BUILD)/tests/fuzz
+	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $(BUILD)/tests/fuzz/seeds tests/fuzz/seeds.c $^ $(CORE_LIBS)
+	$(Q)$(BUILD)/tests/fuzz/seeds
+
+fuzz-check:
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz: $(FUZZ_CC) is missing (apt-get install clang libclang-rt-14-dev)"; exit 2; }
+	@echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' | \
+		$(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null || \
+		{ echo "make fuzz: $(FUZZ_CC) has no libFuzzer (apt-get install libclang-rt-14-dev)"; exit 2; }
+
+fuzz: fuzz-check
+	$(Q)$(MAKE) --no-print-directory $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+	$(Q)for t in $(FUZZ_TARGETS); do \
+		scratch=$(FUZZ_BUILD)/corpus/$$t; mkdir -p $$scratch $(FUZZ_BUILD)/crash/$$t; \
+		echo "  FUZZ    $$t ($(FUZZ_LIMIT))"; \
+		$(FUZZ_BUILD)/fuzz_$$t $(FUZZ_LIMIT) -timeout=10 -print_final_stats=1 \
+			-artifact_prefix=$(FUZZ_BUILD)/crash/$$t/ $$scratch tests/fuzz/corpus/$$t \
+			tests/fuzz/regress/$$t >$(FUZZ_BUILD)/$$t.log 2>&1 || \
+			{ tail -n 40 $(FUZZ_BUILD)/$$t.log; echo "make fuzz: $$t crashed; the input is in $(FUZZ_BUILD)/crash/$$t/"; exit 1; }; \
+		grep -E '^#[0-9]+.*DONE|^Done ' $(FUZZ_BUILD)/$$t.log | sed 's/^/          /'; \
+	done
 
 demo: 
 	bash scripts/demo.sh
@@ -182,9 +254,10 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all unit test test-asan demo bench install uninstall clean
+.PHONY: all unit test test-asan demo bench install uninstall clean fuzz fuzz-check fuzz-seeds
 
--include $(CORE_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(CLI_OBJ:.o=.d) \
+	$(wildcard $(FUZZ_BUILD)/obj/*/*.d)
 
 BENCH_BIN := $(BUILD)/bench/consensus
 $(BENCH_BIN): scripts/bench/consensus.c $(LIBCORE)

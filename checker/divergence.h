@@ -24,6 +24,15 @@ struct divergence {
 /* Appends D to PATH as one JSON line.  Returns 0 or -errno. */
 int divergence_append(const char *path, const struct divergence *d);
 
+/* D as one JSON line (with its newline) in LINE; returns its length, or
+ * -EOVERFLOW if it does not fit in LEN. */
+int divergence_format(char *line, size_t len, const struct divergence *d);
+
+/* Reading a record back (apus divergence): the number after "KEY": in
+ * LINE, or 0; the string value of "KEY" copied into OUT ("" if none). */
+unsigned long long divergence_field_u64(const char *line, const char *key);
+void divergence_field_str(const char *line, const char *key, char *out, size_t len);
+
 /* Writes S (LEN bytes) as a JSON string body (no quotes) into OUT. */
 void json_escape(char *out, size_t outlen, const void *s, size_t len);
 

@@ -54,6 +54,7 @@ int admit_key_load(const char *path, struct admit_key *k, char *err, size_t errl
 	rc = n == 2 * ADMIT_KEY_LEN ? 0 : -EINVAL;
 	for (int i = 0; !rc && i < ADMIT_KEY_LEN; i++) {
 		int hi = hexval(text[2 * i]), lo = hexval(text[2 * i + 1]);
+		/* Not a digit: -1, and -1 << 4 is undefined (found by fuzzing). */
 		if (hi < 0 || lo < 0)
 			rc = -EINVAL;
 		else

@@ -69,6 +69,17 @@ struct transport {
 /* The backend named NAME, or NULL if this build has none by that name. */
 const struct transport_ops *transport_find(const char *name);
 
+/* The tcp backend's wire checks that need no socket (transport_tcp.c;
+ * the fuzz targets call them on arbitrary bytes). */
+#define TCP_HELLO_LEN 32
+#define TCP_FRAME_HDR_LEN 16
+/* A hello of LEN bytes: 0, -EPROTO (not an apus peer's hello), or -EPERM
+ * (it does not name a peer of node SELF writing to SELF). */
+int tcp_hello_check(const void *hello, size_t len, int self, int nnodes);
+/* A frame header: 0 with *OFF, *LEN set if the frame stays inside a region
+ * of SIZE bytes, else -ERANGE. */
+int tcp_frame_parse(const void *hdr, size_t size, uint64_t *off, uint32_t *len);
+
 extern const struct transport_ops transport_shm_ops;
 extern const struct transport_ops transport_tcp_ops;
 extern const struct transport_ops transport_rdma_ops;

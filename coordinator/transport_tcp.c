@@ -576,18 +576,48 @@ static void accept_peers(struct tcp_transport *s)
 	}
 }
 
+_Static_assert(sizeof(struct hello) == TCP_HELLO_LEN && sizeof(struct frame) == TCP_FRAME_HDR_LEN,
+	       "wire sizes in transport.h");
+
+int tcp_hello_check(const void *bytes, size_t len, int self, int nnodes)
+{
+	struct hello h;
+
+	if (len != sizeof(h))
+		return -EPROTO;
+	memcpy(&h, bytes, sizeof(h));
+	if (h.magic != HELLO_MAGIC || h.version != HELLO_VERSION || !h.incarnation)
+		return -EPROTO;
+	if (h.from >= nnodes || h.from == self || h.to != self)
+		return -EPERM;
+	return 0;
+}
+
+int tcp_frame_parse(const void *bytes, size_t size, uint64_t *off, uint32_t *len)
+{
+	struct frame f;
+
+	memcpy(&f, bytes, sizeof(f));
+	if (f.off > size || f.len > size - f.off)
+		return -ERANGE;
+	*off = f.off;
+	*len = f.len;
+	return 0;
+}
+
 /* A whole hello arrived: is it a configured peer at its address?  Then
  * challenge it.  Returns 0 to go on, -1 if the connection was dropped. */
 static int in_hello(struct tcp_transport *s, struct tcp_in *in)
 {
 	const struct hello *h = &in->u.hello;
 	struct challenge ch;
+	int bad = tcp_hello_check(h, sizeof(*h), s->self, s->cfg->nnodes);
 
-	if (h->magic != HELLO_MAGIC || h->version != HELLO_VERSION || !h->incarnation) {
+	if (bad == -EPROTO) {
 		refuse(s, in, "not an apus peer (bad hello)");
 		return -1;
 	}
-	if (h->from >= s->cfg->nnodes || h->from == s->self || h->to != s->self) {
+	if (bad) {
 		refuse(s, in, "claims to be node %u writing to node %u; we are node %d of %d",
 		       h->from, h->to, s->self, s->cfg->nnodes);
 		return -1;
@@ -751,8 +781,10 @@ static int in_receive(struct tcp_transport *s, struct tcp_in *in)
 				return applied;
 			continue;
 		}
+		uint64_t off;
+		uint32_t len;
 		if (in->got == sizeof(in->u.hdr) &&
-		    (in->u.hdr.off > s->size || in->u.hdr.len > s->size - in->u.hdr.off)) {
+		    tcp_frame_parse(&in->u.hdr, s->size, &off, &len)) {
 			pr_err("node %d wrote outside our region; dropping it", in->peer);
 			in_close(s, in);
 			return applied;

@@ -248,11 +248,10 @@ int ckpt_verify(const struct ckpt_info *c, char *why, size_t len)
 		return -1;
 	}
 	while (!rc && fgets(line, sizeof(line), f)) {
-		char *name = line + 66;
+		const char *name;
 		uint64_t size;
 
-		line[strcspn(line, "\n")] = '\0';
-		if (strlen(line) < 67 || line[64] != ' ') {
+		if (ckpt_sums_line(line, &name)) {
 			seterr(why, len, "SHA256SUMS is malformed");
 			rc = -1;
 			break;
@@ -272,61 +271,6 @@ int ckpt_verify(const struct ckpt_info *c, char *why, size_t len)
 		rc = -1;
 	}
 	return rc;
-}
-
-/* --- meta --- */
-
-static int meta_write(const struct ckpt_info *c, const char *dir)
-{
-	char path[PATH_MAX + 8];
-	FILE *f;
-
-	if (join_path(path, sizeof(path), dir, "meta"))
-		return -1;
-	f = fopen(path, "we");
-	if (!f)
-		return -1;
-	fprintf(f, "index = %llu\nview = %llu\nlog_pos = %llu\ntime_ms = %llu\npid = %d\n"
-		   "image_bytes = %llu\ndata_bytes = %llu\ndump_ms = %llu\n",
-		(unsigned long long)c->index, (unsigned long long)c->view,
-		(unsigned long long)c->log_pos, (unsigned long long)c->time_ms, (int)c->pid,
-		(unsigned long long)c->image_bytes, (unsigned long long)c->data_bytes,
-		(unsigned long long)c->dump_ms);
-	return fclose(f);
-}
-
-static int meta_read(struct ckpt_info *c)
-{
-	char path[PATH_MAX + 8], key[64];
-	unsigned long long v;
-	int seen = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/meta", c->dir);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fscanf(f, " %63s = %llu", key, &v) == 2) {
-		seen++;
-		if (!strcmp(key, "index"))
-			c->index = v;
-		else if (!strcmp(key, "view"))
-			c->view = v;
-		else if (!strcmp(key, "log_pos"))
-			c->log_pos = v;
-		else if (!strcmp(key, "time_ms"))
-			c->time_ms = v;
-		else if (!strcmp(key, "pid"))
-			c->pid = (pid_t)v;
-		else if (!strcmp(key, "image_bytes"))
-			c->image_bytes = v;
-		else if (!strcmp(key, "data_bytes"))
-			c->data_bytes = v;
-		else if (!strcmp(key, "dump_ms"))
-			c->dump_ms = v;
-	}
-	fclose(f);
-	return seen && c->pid > 0 ? 0 : -1;
 }
 
 static int newest_first(const void *a, const void *b)
@@ -359,7 +303,7 @@ int ckpt_list(const struct apus_config *cfg, int node, struct ckpt_info *out, in
 			continue;
 		memset(c, 0, sizeof(*c));
 		snprintf(c->id, sizeof(c->id), "%s", d->d_name);
-		if (!join_path(c->dir, sizeof(c->dir), root, d->d_name) && meta_read(c) == 0)
+		if (!join_path(c->dir, sizeof(c->dir), root, d->d_name) && ckpt_meta_read(c) == 0)
 			n++;
 	}
 	closedir(dir);
@@ -542,7 +486,7 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	}
 	ckpt_say(progress, "checksumming");
 	snprintf(sums, sizeof(sums), "%s/SHA256SUMS", tmp);
-	if (write_sums(tmp, sums, &c.image_bytes, &c.data_bytes) || meta_write(&c, tmp)) {
+	if (write_sums(tmp, sums, &c.image_bytes, &c.data_bytes) || ckpt_meta_write(&c, tmp)) {
 		seterr(err, errlen, "cannot write the checksums and meta of %s", tmp);
 		goto fail;
 	}

@@ -63,6 +63,17 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
  * many (at most MAX), or -1 with errno set. */
 int ckpt_list(const struct apus_config *cfg, int node, struct ckpt_info *out, int max);
 
+/* Writes C's numbers into DIR/meta: 0, or -1. */
+int ckpt_meta_write(const struct ckpt_info *c, const char *dir);
+/* Reads <C->dir>/meta into C's numbers (fields it lacks are left alone).
+ * 0, or -1 if it is unreadable, holds no "key = number" line or no pid. */
+int ckpt_meta_read(struct ckpt_info *c);
+
+/* One line of SHA256SUMS, "<64 hex digits>  <path>" (its newline is cut):
+ * 0 with *NAME the path in LINE, or -1 if it is malformed or the path
+ * leaves the checkpoint (absolute, or a ".." component). */
+int ckpt_sums_line(char *line, const char **name);
+
 /* Checks a checkpoint's files against its SHA256SUMS.  0, or -1 with WHY
  * naming the first file that is missing or differs. */
 int ckpt_verify(const struct ckpt_info *c, char *why, size_t len);

@@ -23,34 +23,6 @@ static const char usage[] =
 	"                      an age such as 90s, 15m, 2h, 1d\n"
 	"  -h, --help          this text\n";
 
-/* The number after "KEY": in LINE, or 0. */
-static unsigned long long field_u64(const char *line, const char *key)
-{
-	char pat[64];
-	const char *p;
-
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	p = strstr(line, pat);
-	return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
-}
-
-/* The string value of "KEY" in LINE, copied into OUT. */
-static void field_str(const char *line, const char *key, char *out, size_t len)
-{
-	char pat[64];
-	const char *p, *e;
-
-	snprintf(pat, sizeof(pat), "\"%s\":\"", key);
-	out[0] = '\0';
-	p = strstr(line, pat);
-	if (!p)
-		return;
-	p += strlen(pat);
-	for (e = p; *e && !(*e == '"' && e[-1] != '\\'); e++)
-		;
-	snprintf(out, len, "%.*s", (int)(e - p), p);
-}
-
 int cmd_divergence(int argc, char **argv)
 {
 	struct cli c;
@@ -100,12 +72,12 @@ int cmd_divergence(int argc, char **argv)
 		    !(f = fopen(path, "re")))
 			continue;
 		while (getline(&line, &cap, f) > 0) {
-			unsigned long long t = field_u64(line, "time_ms");
+			unsigned long long t = divergence_field_u64(line, "time_ms");
 
 			if (t < since_ms || !strstr(line, "\"conn\""))
 				continue;
 			line[strcspn(line, "\n")] = '\0';
-			field_str(line, "conn", conn, sizeof(conn));
+			divergence_field_str(line, "conn", conn, sizeof(conn));
 			total++;
 			per_records[i]++;
 			if (strcmp(conn, prev))
@@ -125,11 +97,11 @@ int cmd_divergence(int argc, char **argv)
 			char when[32];
 			localtime_r(&sec, &tm);
 			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-			field_str(line, "leader_crc", lc, sizeof(lc));
-			field_str(line, "replica_crc", rcrc, sizeof(rcrc));
-			field_str(line, "replica_excerpt", ex, sizeof(ex));
+			divergence_field_str(line, "leader_crc", lc, sizeof(lc));
+			divergence_field_str(line, "replica_crc", rcrc, sizeof(rcrc));
+			divergence_field_str(line, "replica_excerpt", ex, sizeof(ex));
 			printf("%-4d %-20s %-14s %12llu %-16s %-16s %8llu  \"%.60s\"\n", i, when, conn,
-			       field_u64(line, "offset"), lc, rcrc, field_u64(line, "index"), ex);
+			       divergence_field_u64(line, "offset"), lc, rcrc, divergence_field_u64(line, "index"), ex);
 		}
 		fclose(f);
 	}

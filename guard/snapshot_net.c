@@ -19,30 +19,11 @@
 #include "../coordinator/netaddr.h"
 #include "cli.h"
 #include "rebuild.h"
+#include "snapshot_wire.h"
 
-#define SNAP_MAGIC "APUSSNAP"
-#define SNAP_VERSION 1
 #define IO_TIMEOUT_S 10
 #define DONE_TIMEOUT_MS 30000	/* the node's own hold ends at 30 s too */
 #define ADMIT_TIMEOUT_MS 2000	/* hello and proof of a client, in all */
-
-struct hello {
-	char magic[8];
-	uint32_t version;
-	uint32_t node;		/* the node being rebuilt */
-	uint8_t nonce[ADMIT_NONCE_LEN];
-};
-
-struct guard_proof {
-	uint8_t nonce[ADMIT_NONCE_LEN];
-	uint8_t mac[ADMIT_MAC_LEN];
-};
-
-struct reply {
-	uint32_t status;	/* 0: the snapshot follows; else msglen bytes of why */
-	uint32_t msglen;
-	struct snap_meta m;
-};
 
 static int send_all(int fd, const void *buf, size_t len)
 {
@@ -179,8 +160,8 @@ static void serve_one(const struct apus_config *cfg, int self, int fd,
 	uint64_t applied;
 
 	set_timeouts(fd);
-	if (recv_all(fd, &h, sizeof(h)) || memcmp(h.magic, SNAP_MAGIC, 8) ||
-	    h.version != SNAP_VERSION || h.node >= (uint32_t)cfg->nnodes || h.node == (uint32_t)self)
+	if (recv_all(fd, &h, sizeof(h)) ||
+	    snapnet_hello_check(&h, sizeof(h), self, cfg->nnodes, &h.node))
 		return;
 	if (admit_key_load(cfg->nodes[self].secret_file, &key, err, sizeof(err)) < 0) {
 		snprintf(line, sizeof(line), "cannot serve a snapshot: %s", err);
@@ -327,8 +308,8 @@ int snapnet_fetch(const struct apus_config *cfg, int node, int from, const char 
 	}
 	if (recv_all(fd, &r, sizeof(r)))
 		goto lost;
-	if (r.status) {
-		size_t l = r.msglen < sizeof(why) - 1 ? r.msglen : sizeof(why) - 1;
+	size_t l;
+	if (snapnet_reply_parse(&r, sizeof(r), sizeof(why), &r.m, &l)) {
 		if (recv_all(fd, why, l))
 			l = 0;
 		why[l] = '\0';
