@@ -80,7 +80,12 @@ $(CLI): $(CLI_OBJ) $(LIBCORE)
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIBCORE) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $@ $< $(LIBCORE) $(CORE_LIBS) -ldl
+	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $@ $< $(UNIT_OBJ) $(LIBCORE) $(CORE_LIBS) -ldl
+
+# Unit tests of the shim's parts that are free of interposed calls link
+# just those objects.
+$(BUILD)/tests/unit/test_readahead_queue: UNIT_OBJ = $(BUILD)/obj/preload/order_queue.o
+$(BUILD)/tests/unit/test_readahead_queue: $(BUILD)/obj/preload/order_queue.o
 
 $(FIXTURE): tests/unit/fixture/fixture.c
 	@mkdir -p $(dir $@)
