@@ -248,6 +248,12 @@ static void in_place(void)
 	EXPECT_READY(0);
 }
 
+/* Also after a failed check. */
+static void cleanup(void)
+{
+	testdir_remove(dir);
+}
+
 int main(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
@@ -256,6 +262,7 @@ int main(void)
 	FILE *f;
 
 	CHECK(mkdtemp(dir), "mkdtemp");
+	atexit(cleanup);
 	lsock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	CHECK(lsock >= 0 && bind(lsock, (struct sockaddr *)&a, sizeof(a)) == 0 &&
@@ -276,7 +283,6 @@ int main(void)
 	socket_path();
 	in_place();
 
-	testdir_remove(dir);
 	printf("ok\n");
 	return 0;
 }
