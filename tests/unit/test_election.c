@@ -485,6 +485,14 @@ static void standing(void)
 	      wal_durable(0).voted_view == 8, "the candidate's vote for itself");
 	for (int k = 1; k < NN; k++)
 		CHECK(!N[k]->ctl->dur.voted_view, "node %d voted", k);
+	/* Rebooted, it still will not vote for another in view 8 (it knows
+	 * of view 8 only by its vote for itself). */
+	node_crash(0, 1);
+	node_open(0);
+	log_fill(0, good, 4);
+	request(2, 0, 9, 9, 0, 8);
+	CHECK(election_answer(N[0], 1) == 0, "a candidate voted for another in its own view");
+	CHECK(!vote_of(2, 0).granted && N[0]->ctl->dur.voted_for == 0, "second vote");
 
 	/* Willing voters: node 0 wins view 9. */
 	won0 = N[0]->ctl->status.elections_won;
