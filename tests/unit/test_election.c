@@ -14,7 +14,10 @@
  * Pre-vote: an answer says what a vote would be and changes nothing
  * durable; election_stand() does not stand when a majority would refuse
  * (leader alive, log behind, a newer view known), stands for the view
- * after the newest any peer reported, and wins with a majority. */
+ * after the newest any peer reported, loses when the votes are refused
+ * after the pre-vote (its vote for itself durable: rebooted, it votes for
+ * nobody else in that view), and wins with a majority.  Skips (77) where
+ * regions cannot live in memory (no apus.wal to look at). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
