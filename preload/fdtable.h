@@ -8,6 +8,7 @@
 
 #include "../checker/outhash.h"
 #include "../coordinator/entry.h"
+#include "order_queue.h"
 
 enum fd_kind {
 	FD_UNKNOWN = 0,
@@ -34,8 +35,7 @@ struct fd_slot {
 	uint32_t ra_off, ra_len;
 	uint32_t ra_want;	/* what the server asked a read for last time */
 	int ra_err;		/* an error the read-ahead met, for the server's next read */
-	int ra_next;		/* the next fd in the order queue, -1 at its end */
-	int ra_queued;		/* in the order queue */
+	struct oq_link ra_link;	/* in the order queue (order_queue.h) */
 	int ra_retry;		/* told EAGAIN to keep log order: report it ready */
 	int ra_epoll;		/* an epoll set of the server's that watches clients */
 	int ra_kick;		/* such a set, holding the backup's eventfd (inplace.c) */

@@ -27,6 +27,7 @@
 
 #include "../coordinator/clock.h"
 #include "../coordinator/logger.h"
+#include "order_queue.h"
 #include "shim.h"
 
 #define RA_DEFAULT_WANT 16384		/* before the server asked anything */
@@ -39,10 +40,14 @@ static pthread_mutex_t ra_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Serialises batches, so the order queue is the log's order. */
 static pthread_mutex_t ra_fill_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The order queue: clients with read-ahead bytes, in log order. */
-static int q_head = -1, q_tail = -1;
-static uint64_t q_head_since;	/* when the head last changed */
-static int q_warned;
+/* The order queue: clients with read-ahead bytes, in log order (ra_lock
+ * held, but for the acquire loads of its head). */
+static struct oq_link *ra_link(int fd)
+{
+	return &fd_lookup(fd)->ra_link;
+}
+
+static struct order_queue ra_q = ORDER_QUEUE_INIT(ra_link);
 
 /* Clients told EAGAIN to keep log order, to be reported ready again. */
 static int retry_fds[RETRY_CAP];
@@ -57,7 +62,7 @@ int readahead_active(void)
 
 int readahead_pending(void)
 {
-	return __atomic_load_n(&q_head, __ATOMIC_ACQUIRE) >= 0;
+	return __atomic_load_n(&ra_q.head, __ATOMIC_ACQUIRE) >= 0;
 }
 
 void readahead_lock(void)
@@ -70,68 +75,14 @@ void readahead_unlock(void)
 	pthread_mutex_unlock(&ra_lock);
 }
 
-/* --- The order queue (ra_lock held) --- */
-
-static void set_head(int fd)
-{
-	__atomic_store_n(&q_head, fd, __ATOMIC_RELEASE);
-	q_head_since = now_ns();
-	q_warned = 0;
-}
-
-static void q_push(int fd, struct fd_slot *s)
-{
-	s->ra_next = -1;
-	s->ra_queued = 1;
-	if (q_tail >= 0)
-		fd_lookup(q_tail)->ra_next = fd;
-	else
-		set_head(fd);
-	q_tail = fd;
-}
-
-static void q_unlink(int fd, struct fd_slot *s)
-{
-	int prev = -1, f = q_head;
-
-	if (!s->ra_queued)
-		return;
-	while (f >= 0 && f != fd) {
-		prev = f;
-		f = fd_lookup(f)->ra_next;
-	}
-	if (f == fd) {
-		if (prev < 0)
-			set_head(s->ra_next);
-		else
-			fd_lookup(prev)->ra_next = s->ra_next;
-		if (q_tail == fd)
-			q_tail = prev;
-	}
-	s->ra_queued = 0;
-	s->ra_next = -1;
-}
+/* --- The order queue (ra_lock held): order_queue.c --- */
 
 static void drop_bytes(int fd, struct fd_slot *s)
 {
-	q_unlink(fd, s);
+	oq_unlink(&ra_q, fd);
 	free(s->ra_buf);
 	s->ra_buf = NULL;
 	s->ra_off = s->ra_len = 0;
-}
-
-/* Whether the head has waited so long that order is given up for it. */
-static int head_stalled(void)
-{
-	if (q_head < 0 || now_ns() - q_head_since < RA_STALL_NS)
-		return 0;
-	if (!q_warned) {
-		q_warned = 1;
-		pr_warn("the server left read-ahead input of fd %d unread for %llu ms; letting it "
-			"read other clients first (replay order is no longer guaranteed for it)",
-			q_head, (unsigned long long)(RA_STALL_NS / 1000000));
-	}
-	return 1;
 }
 
 /* --- The server's reads --- */
@@ -143,8 +94,7 @@ void readahead_reset(struct fd_slot *s)
 	s->ra_off = s->ra_len = 0;
 	s->ra_want = 0;
 	s->ra_err = 0;
-	s->ra_next = -1;
-	s->ra_queued = 0;
+	s->ra_link = (struct oq_link){ -1, 0 };
 	s->ra_retry = 0;
 }
 
@@ -167,13 +117,13 @@ int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcn
 	/* Nothing read ahead anywhere (always so off the read-ahead path). */
 	if (!__atomic_load_n(&s->ra_len, __ATOMIC_RELAXED) &&
 	    !__atomic_load_n(&s->ra_err, __ATOMIC_RELAXED) &&
-	    __atomic_load_n(&q_head, __ATOMIC_ACQUIRE) < 0)
+	    __atomic_load_n(&ra_q.head, __ATOMIC_ACQUIRE) < 0)
 		return 0;
 	if (!want)
 		return 0;
 	pthread_mutex_lock(&ra_lock);
 	if (s->ra_len > s->ra_off) {
-		if (!peek && q_head != fd && !head_stalled())
+		if (!peek && !oq_may_read(&ra_q, fd, RA_STALL_NS))
 			goto keep_order;
 		*ret = (ssize_t)iov_scatter(iov, iovcnt, s->ra_buf + s->ra_off, s->ra_len - s->ra_off);
 		if (!peek) {
@@ -186,7 +136,7 @@ int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcn
 		if (!peek)
 			s->ra_err = 0;
 		*ret = -1;
-	} else if (!peek && q_head >= 0 && !head_stalled()) {
+	} else if (!peek && ra_q.head >= 0 && !oq_head_stalled(&ra_q, RA_STALL_NS)) {
 		goto keep_order;
 	} else {
 		pthread_mutex_unlock(&ra_lock);
@@ -224,7 +174,7 @@ static int ready_here(int epfd, struct epoll_event *out, int cap)
 	int n = 0, kept = 0;
 
 	pthread_mutex_lock(&ra_lock);
-	for (int f = q_head; f >= 0 && n < cap; f = fd_lookup(f)->ra_next) {
+	for (int f = ra_q.head; f >= 0 && n < cap; f = oq_next(&ra_q, f)) {
 		struct fd_slot *s = fd_lookup(f);
 		if (epoll_wants_input(epfd, s, FD_CLIENT))
 			out[n++] = (struct epoll_event){ EPOLLIN, { .u64 = s->ep_data } };
@@ -233,12 +183,12 @@ static int ready_here(int epfd, struct epoll_event *out, int cap)
 		struct fd_slot *s = fd_lookup(retry_fds[i]);
 		if (!s || !s->ra_retry)
 			continue;
-		if (n < cap && epoll_wants_input(epfd, s, FD_CLIENT) && !s->ra_queued) {
+		if (n < cap && epoll_wants_input(epfd, s, FD_CLIENT) && !s->ra_link.queued) {
 			out[n++] = (struct epoll_event){ EPOLLIN, { .u64 = s->ep_data } };
 			s->ra_retry = 0;
 			continue;
 		}
-		if (s->ra_queued)
+		if (s->ra_link.queued)
 			s->ra_retry = 0;	/* reported with its bytes */
 		else
 			retry_fds[kept++] = retry_fds[i];
@@ -277,7 +227,7 @@ static void replicate(struct chunk *c, int count)
 		s->ra_buf = c[i].buf;
 		s->ra_off = 0;
 		__atomic_store_n(&s->ra_len, (uint32_t)c[i].iov.iov_len, __ATOMIC_RELAXED);
-		q_push(c[i].fd, s);
+		oq_push(&ra_q, c[i].fd);
 	}
 	pthread_mutex_unlock(&ra_lock);
 }

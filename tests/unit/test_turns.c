@@ -1,0 +1,288 @@
+/* The backup's turn schedule (coordinator/replay.h), driven as the shim
+ * drives it from the server's side: a listening socket of this process
+ * is "the server", replay_exec() feeds it committed entries.
+ *
+ * Socket path: a read of a connection whose turn it is not gets nothing
+ * (EAGAIN), a read whose turn it is takes at most that turn's bytes even
+ * when the socket holds more, turns follow the log's order across
+ * connections and each connection's own order, and the end of stream is
+ * a turn of its own.
+ * In place (the server watches the connections with epoll): the ready fds
+ * are the held turns in log order, stopping before a second turn of one
+ * fd; replay_take() serves only the head turn, at most its bytes; a
+ * server about to sleep is told to when nothing is ready and is kicked
+ * when a turn arrives. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "coordinator/node.h"
+#include "coordinator/replay.h"
+#include "tests/unit/testdir.h"
+#include "tests/unit/unit.h"
+
+static char dir[] = "/tmp/apus-turns-XXXXXX";
+/* Static: what replay keeps stays reachable (the leak check). */
+static struct node node;
+static struct replay *r;
+static int lsock;
+static uint64_t next_idx = 1;
+
+static void no_wake(struct transport *t)
+{
+	(void)t;
+}
+
+/* replay only wakes the backup thread through its transport. */
+static const struct transport_ops wake_only = { .name = "none", .wake = no_wake };
+
+/* Executes one committed entry of TYPE for connection CONN (its ACCEPT's
+ * index) carrying DATA; returns the entry's index. */
+static uint64_t exec(int type, uint64_t conn, const char *data)
+{
+	static _Alignas(64) char buf[4096];
+	size_t len = data ? strlen(data) : 0;
+	struct iovec iov = { (void *)data, len };
+	struct entry_meta m = { next_idx, 1, next_idx, { 1, conn }, (uint16_t)type, 0 };
+
+	memset(buf, 0, sizeof(buf));
+	entry_write(buf, &m, &iov, 1, 0, (uint32_t)len);
+	CHECK(replay_exec(r, (const struct entry_hdr *)buf) == 1, "entry %llu not executed at once",
+	      (unsigned long long)next_idx);
+	return next_idx++;
+}
+
+struct srv_conn {
+	int fd;
+	struct replay_tap *tap;
+};
+
+/* ACCEPTs a new connection and lets "the server" accept and claim it. */
+static struct srv_conn open_conn(uint64_t *idx)
+{
+	struct sockaddr_in peer;
+	socklen_t len = sizeof(peer);
+	struct pollfd p = { lsock, POLLIN, 0 };
+	struct srv_conn c;
+
+	*idx = exec(ENTRY_ACCEPT, 0, NULL);
+	CHECK(poll(&p, 1, 2000) == 1, "no connection to accept");
+	c.fd = accept4(lsock, (struct sockaddr *)&peer, &len, SOCK_NONBLOCK);
+	CHECK(c.fd >= 0, "accept: %s", strerror(errno));
+	c.tap = replay_tap_claim(r, c.fd, &peer, ntohs(peer.sin_port));
+	CHECK(c.tap, "the replay connection was not claimed");
+	return c;
+}
+
+/* The shim's read of C on the socket path: gate, read, account.  Returns
+ * what was read, -1 for EAGAIN (not its turn), 0 for end of stream. */
+static ssize_t srv_read(struct srv_conn *c, char *out, size_t want)
+{
+	size_t may = replay_gate(r, c->tap, want);
+	struct pollfd p = { c->fd, POLLIN, 0 };
+	ssize_t k;
+
+	if (!may)
+		return -1;
+	CHECK(poll(&p, 1, 2000) == 1, "the turn's bytes never came");
+	k = read(c->fd, out, may);
+	CHECK(k >= 0, "read: %s", strerror(errno));
+	replay_tap_read(r, c->tap, k);
+	return k;
+}
+
+static void expect_read(struct srv_conn *c, size_t want, const char *bytes, int line)
+{
+	char buf[256];
+	ssize_t k = srv_read(c, buf, want);
+
+	CHECK(k == (ssize_t)strlen(bytes) && !memcmp(buf, bytes, strlen(bytes)),
+	      "line %d: fd %d read %zd bytes '%.*s', want '%s'", line, c->fd, k,
+	      (int)(k > 0 ? k : 0), buf, bytes);
+}
+
+static void expect_eagain(struct srv_conn *c, int line)
+{
+	CHECK(replay_gate(r, c->tap, 100) == 0, "line %d: fd %d may read out of turn", line, c->fd);
+}
+
+static void socket_path(void)
+{
+	uint64_t a_idx, b_idx;
+	struct srv_conn a = open_conn(&a_idx), b = open_conn(&b_idx);
+
+	CHECK(!replay_maintain(r), "turns scheduled before any input");
+	exec(ENTRY_RECV, a_idx, "aaa");
+	exec(ENTRY_RECV, b_idx, "bbbb");
+	exec(ENTRY_RECV, a_idx, "cc");
+	exec(ENTRY_CLOSE, a_idx, NULL);
+	exec(ENTRY_RECV, b_idx, "d");
+	CHECK(replay_maintain(r), "no turns scheduled");
+
+	/* A first (its socket holds 5 bytes and the end: the turn is 3). */
+	expect_eagain(&b, __LINE__);
+	CHECK(replay_gate(r, a.tap, 100) == 3, "A's turn is %zu bytes", replay_gate(r, a.tap, 100));
+	expect_read(&a, 2, "aa", __LINE__);
+	expect_eagain(&b, __LINE__);
+	expect_read(&a, 100, "a", __LINE__);
+	/* Then B, though A has bytes left. */
+	expect_eagain(&a, __LINE__);
+	expect_read(&b, 100, "bbbb", __LINE__);
+	expect_eagain(&b, __LINE__);
+	expect_read(&a, 100, "cc", __LINE__);
+	/* A's end of stream is its next turn: B's last bytes wait for it. */
+	expect_eagain(&b, __LINE__);
+	CHECK(srv_read(&a, (char[8]){ 0 }, 8) == 0, "A's end of stream");
+	expect_eagain(&a, __LINE__);
+	expect_read(&b, 100, "d", __LINE__);
+	expect_eagain(&a, __LINE__);
+	expect_eagain(&b, __LINE__);
+	CHECK(!replay_maintain(r), "turns left after every read");
+	replay_tap_close(r, a.tap);
+	close(a.fd);
+	replay_tap_close(r, b.tap);
+	close(b.fd);
+}
+
+static int ready(int *fds, int cap)
+{
+	return replay_ready_fds(r, fds, cap);
+}
+
+static void expect_ready(const int *want, int n, int line)
+{
+	int fds[8], m = ready(fds, 8);
+
+	CHECK(m == n && !memcmp(fds, want, sizeof(int) * (size_t)n),
+	      "line %d: %d ready fds (first %d), want %d (first %d)", line, m, m ? fds[0] : -1, n,
+	      n ? want[0] : -1);
+}
+
+#define EXPECT_READY(...)                                                      \
+	do {                                                                   \
+		const int w_[] = { __VA_ARGS__ };                              \
+		expect_ready(w_ + 1, (int)(sizeof(w_) / sizeof(w_[0])) - 1, __LINE__); \
+	} while (0)
+
+static void expect_take(struct srv_conn *c, size_t want, const char *bytes, int line)
+{
+	char buf[256];
+	struct iovec iov = { buf, want };
+	ssize_t k = -2;
+
+	CHECK(replay_take(r, c->tap, &iov, 1, &k) == 1, "line %d: fd %d took nothing", line, c->fd);
+	CHECK(k == (ssize_t)strlen(bytes) && !memcmp(buf, bytes, strlen(bytes)),
+	      "line %d: fd %d took %zd bytes '%.*s', want '%s'", line, c->fd, k,
+	      (int)(k > 0 ? k : 0), buf, bytes);
+}
+
+static void expect_no_take(struct srv_conn *c, int line)
+{
+	char buf[16];
+	struct iovec iov = { buf, sizeof(buf) };
+	ssize_t k;
+
+	CHECK(replay_take(r, c->tap, &iov, 1, &k) == 0, "line %d: fd %d took a turn not its own",
+	      line, c->fd);
+	CHECK(replay_gate(r, c->tap, 100) == 0, "line %d: fd %d may read its socket out of turn",
+	      line, c->fd);
+}
+
+static int kicked(void)
+{
+	struct pollfd p = { replay_kick_fd(r), POLLIN, 0 };
+
+	return poll(&p, 1, 0) == 1;
+}
+
+static void in_place(void)
+{
+	uint64_t ci, di, ei;
+	struct srv_conn c = open_conn(&ci), d = open_conn(&di), e = open_conn(&ei);
+
+	replay_tap_watch(c.tap, 1);
+	replay_tap_watch(d.tap, 1);
+	replay_tap_watch(e.tap, 1);
+	EXPECT_READY(0);
+	exec(ENTRY_RECV, ci, "c1");
+	exec(ENTRY_RECV, di, "dd2");
+	exec(ENTRY_RECV, ci, "c3");
+	exec(ENTRY_RECV, ei, "e4");
+
+	/* C's second turn waits for its first: the list stops there. */
+	EXPECT_READY(0, c.fd, d.fd);
+	CHECK(ready((int[1]){ 0 }, 1) == 1, "cap");
+	CHECK(!replay_server_sleep(r), "a server with a ready turn was let sleep");
+	expect_no_take(&d, __LINE__);
+	expect_no_take(&e, __LINE__);
+	expect_take(&c, 1, "c", __LINE__);
+	EXPECT_READY(0, c.fd, d.fd);
+	expect_no_take(&d, __LINE__);
+	expect_take(&c, 100, "1", __LINE__);	/* not C's second turn's bytes */
+	EXPECT_READY(0, d.fd, c.fd, e.fd);
+	expect_no_take(&c, __LINE__);
+	expect_take(&d, 100, "dd2", __LINE__);
+	EXPECT_READY(0, c.fd, e.fd);
+	expect_no_take(&e, __LINE__);
+	expect_take(&c, 100, "c3", __LINE__);
+	EXPECT_READY(0, e.fd);
+	expect_take(&e, 100, "e4", __LINE__);
+	EXPECT_READY(0);
+	expect_no_take(&c, __LINE__);
+	CHECK(!replay_maintain(r), "turns left after every take");
+
+	/* Nothing ready: the server sleeps, and a new turn kicks it. */
+	CHECK(!kicked(), "kicked with nothing to do");
+	CHECK(replay_server_sleep(r), "the server was kept awake with nothing ready");
+	exec(ENTRY_RECV, di, "d5");
+	CHECK(kicked(), "a sleeping server was not kicked for its turn");
+	replay_server_awake(r);
+	CHECK(!kicked(), "the kick was not consumed");
+	EXPECT_READY(0, d.fd);
+	expect_take(&d, 100, "d5", __LINE__);
+	EXPECT_READY(0);
+}
+
+/* Also after a failed check. */
+static void cleanup(void)
+{
+	testdir_remove(dir);
+}
+
+int main(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t alen = sizeof(a);
+	char path[128], err[256];
+	FILE *f;
+
+	CHECK(mkdtemp(dir), "mkdtemp");
+	atexit(cleanup);
+	lsock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(lsock >= 0 && bind(lsock, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	      listen(lsock, 16) == 0 && getsockname(lsock, (struct sockaddr *)&a, &alen) == 0,
+	      "listen: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/c.conf", dir);
+	f = fopen(path, "w");
+	CHECK(f, "config");
+	fprintf(f, "cluster = unit\napp_cmd = true\n[node 0]\naddress = 127.0.0.1\napp_port = %d\n"
+		   "data_dir = %s\n", ntohs(a.sin_port), dir);
+	fclose(f);
+	CHECK(config_load(path, &node.cfg, err, sizeof(err)) == 0, "%s", err);
+	node.self = 0;
+	node.ops = &wake_only;
+	r = replay_new(&node);
+	CHECK(r, "replay_new");
+
+	socket_path();
+	in_place();
+
+	printf("ok\n");
+	return 0;
+}
