@@ -14,7 +14,7 @@ struct divergence {
 	uint64_t conn_view, conn_idx;	/* the connection (conn_vs) */
 	uint64_t offset;		/* byte offset of the output stream compared */
 	uint64_t leader_crc, replica_crc;
-	uint64_t index;			/* the log entry that carried the leader's checkpoint */
+	uint64_t index;			/* the log entry that carried the leader's mark */
 	uint64_t time_ms;		/* CLOCK_REALTIME */
 	const char *why;		/* "hash" or "length" */
 	const void *excerpt;		/* the replica's output just before offset */

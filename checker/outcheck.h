@@ -1,5 +1,5 @@
 /* A replica's side of the output check for one connection: hashes what its
- * server wrote back, and compares with the leader's checkpoints, which may
+ * server wrote back, and compares with the leader's marks, which may
  * arrive before or after the replica's own output reaches their offset. */
 #ifndef APUS_OUTCHECK_H
 #define APUS_OUTCHECK_H
@@ -9,7 +9,7 @@
 
 #include "outhash.h"
 
-#define OUT_KEEP 64	/* checkpoints remembered on each side */
+#define OUT_KEEP 64	/* marks remembered on each side */
 
 /* Called once per connection, at its first difference. */
 typedef void (*diverge_fn)(void *arg, uint64_t offset, uint64_t leader_crc, uint64_t replica_crc,
@@ -20,9 +20,9 @@ struct out_check {
 	uint64_t bound_crc;		/* CRC at the last multiple of OUT_FOLD */
 	char win[OUT_FOLD];		/* the bytes since then */
 	struct { uint64_t off, crc; } mine[OUT_KEEP];
-	/* The leader's checkpoints our output has not reached yet, oldest
+	/* The leader's marks our output has not reached yet, oldest
 	 * first.  The CRC is cumulative, so when they are too many to keep, the
-	 * newest replaces the last kept one: any later checkpoint still
+	 * newest replaces the last kept one: any later mark still
 	 * catches a difference before it. */
 	struct { uint64_t off, crc, index; } theirs[OUT_KEEP];
 	unsigned nmine, th_head, th_tail;
@@ -36,11 +36,11 @@ struct out_check {
 void out_check_init(struct out_check *c, diverge_fn fn, void *arg);
 /* The replica's server wrote LEN more bytes. */
 void out_check_absorb(struct out_check *c, const void *buf, size_t len);
-/* The leader's checkpoint at OFF (a multiple of OUT_FOLD), from entry INDEX. */
+/* The leader's mark at OFF (a multiple of OUT_FOLD), from entry INDEX. */
 void out_check_leader(struct out_check *c, uint64_t off, uint64_t crc, uint64_t index);
-/* The leader's final checkpoint (its whole output), from the CLOSE entry. */
+/* The leader's final mark (its whole output), from the CLOSE entry. */
 void out_check_leader_final(struct out_check *c, uint64_t off, uint64_t crc, uint64_t index);
-/* The replica's output is complete: compare the final checkpoint. */
+/* The replica's output is complete: compare the final mark. */
 void out_check_finish(struct out_check *c);
 
 #endif

@@ -1,6 +1,6 @@
-/* The running CRC-64 of one connection's output stream, checkpointed at
+/* The running CRC-64 of one connection's output stream, marked at
  * every multiple of OUT_FOLD bytes (one MTU): the leader logs its
- * checkpoints, each replica compares its own at the same offsets. */
+ * marks, each replica compares its own at the same offsets. */
 #ifndef APUS_OUTHASH_H
 #define APUS_OUTHASH_H
 
@@ -14,7 +14,7 @@ struct out_hash {
 	uint64_t off;
 };
 
-/* One checkpoint of one connection, as the leader logs it (ENTRY_HASH
+/* One mark of one connection, as the leader logs it (ENTRY_HASH
  * data holds an array of these; a CLOSE entry holds the final one). */
 struct out_record {
 	uint64_t conn_view, conn_idx;

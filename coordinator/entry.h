@@ -23,7 +23,7 @@ enum entry_type {
 	ENTRY_RECV = 3,		/* bytes the server read from a connection */
 	ENTRY_CLOSE = 4,	/* the connection ended */
 	ENTRY_WRAP = 5,		/* the rest of this lap is unused: continue at offset 0 */
-	ENTRY_HASH = 6,		/* output checkpoints of the leader's connections (checker/) */
+	ENTRY_HASH = 6,		/* output marks (hashes) of the leader's connections (checker/) */
 };
 
 struct viewstamp {

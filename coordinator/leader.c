@@ -517,13 +517,13 @@ int node_record(struct node *n, int type, const void *data, size_t len)
 
 	if (!node_serving(n))
 		return -EPERM;
-	/* Output checkpoints never wait for room (the server's thread would
+	/* Output marks never wait for room (the server's thread would
 	 * wait, and it may be what makes room: node_input_room): a record
 	 * the log has no room for is left out, the comparison skips it. */
 	if (!node_input_room(n, 0)) {
 		static int told;
 		if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
-			pr_warn("the log is short of room: output checkpoints are left out meanwhile");
+			pr_warn("the log is short of room: output marks are left out meanwhile");
 		return -EAGAIN;
 	}
 	leader_submit(n, type, (struct viewstamp){ 0, 0 }, &iov, 1, len, NULL, &last_pos, 1);

@@ -25,7 +25,7 @@
 #define DEFAULT_SPIN_MAX_US 200
 #define SERVER_LOAD_NS (3ULL * 1000000000ULL)
 
-void (*node_rebuild_hook)(struct node *n);
+void (*node_reexec_hook)(struct node *n);
 
 void node_update_status(struct node *n)
 {
@@ -265,11 +265,11 @@ static void *role_main(void *arg)
 			leader_run(n, !__atomic_load_n(&n->serving, __ATOMIC_ACQUIRE));
 			break;
 		case ROLE_DEPOSED:
-			pr_warn("deposed in favour of view %llu: rebuilding this node's server from the log",
+			pr_warn("deposed in favour of view %llu: re-executing this node's server to replay the log",
 				(unsigned long long)n->view);
-			if (node_rebuild_hook)
-				node_rebuild_hook(n);	/* returns only if it failed */
-			/* No way to rebuild (not inside a server): follow as is. */
+			if (node_reexec_hook)
+				node_reexec_hook(n);	/* returns only if it failed */
+			/* No way to re-execute (not inside a server): follow as is. */
 			__atomic_store_n(&n->serving, 0, __ATOMIC_RELEASE);
 			node_set_role(n, ROLE_BACKUP, -1, n->view);
 			break;

@@ -6,7 +6,7 @@
  * backup that suspects its leader stands for election (election.c); the
  * winner brings its own server up to date from its log (the takeover),
  * then serves; a leader that learns of a newer view is deposed and has its
- * server rebuilt (node_rebuild_hook).  One role thread runs all of it. */
+ * server re-executed (node_reexec_hook).  One role thread runs all of it. */
 #ifndef APUS_NODE_H
 #define APUS_NODE_H
 
@@ -97,10 +97,10 @@ struct node {
 	uint64_t led_views;
 };
 
-/* Called (from the role thread) when this node's server must be rebuilt
- * from the log: a deposed leader's server may have seen what the new view
+/* Called (from the role thread) when this node's server must start afresh
+ * and replay the log ("rebuild" is apus rebuild's word: from a peer): a deposed leader's server may have seen what the new view
  * lost.  The shim re-executes the server; it does not return on success. */
-extern void (*node_rebuild_hook)(struct node *n);
+extern void (*node_reexec_hook)(struct node *n);
 
 /* Starts node SELF of the cluster in CONFIG_PATH inside this process.
  * Returns the node (its threads running) or NULL with *ERR describing why. */

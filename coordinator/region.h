@@ -28,7 +28,7 @@ enum node_role {
 	ROLE_BACKUP = 2,
 	ROLE_FAILED = 3,
 	ROLE_CANDIDATE = 4,	/* standing for election */
-	ROLE_DEPOSED = 5,	/* a leader that learned of a newer view: rebuilding */
+	ROLE_DEPOSED = 5,	/* a leader that learned of a newer view: re-executing */
 };
 
 /* What a backup reports about itself into the leader's region. */

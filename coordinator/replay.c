@@ -567,7 +567,7 @@ static int exec_noop(struct replay *r, const struct entry_hdr *e)
 	return 1;
 }
 
-/* The leader's output checkpoints. */
+/* The leader's output marks. */
 static int exec_hash(struct replay *r, const struct entry_hdr *e)
 {
 	const struct out_record *rec = entry_data(e);

@@ -358,7 +358,7 @@ static int fence_target(struct shm_transport *s, int peer, uint64_t *inc)
 	if (!ctl)
 		return errno == ENOENT || errno == EINVAL ? 0 : -errno;
 	/* The process we knew, if it still runs.  One that restarted since
-	 * (a deposed leader rebuilds itself as a backup) is not the one to
+	 * (a deposed leader re-executes itself as a backup) is not the one to
 	 * stop: fencing it would keep it out for good. */
 	if (ctl->node == (uint32_t)peer && owner_alive(ctl) &&
 	    (!s->peers[peer].inc || ctl->incarnation == s->peers[peer].inc))

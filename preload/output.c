@@ -1,7 +1,7 @@
 /* The write family.  With commit_wait = reply, a reply to a client leaves
  * only once everything the server has read so far is committed (output
  * commit).  With the checker on, what the server wrote to each replicated
- * client is hashed, and the leader logs a checkpoint at every OUT_FOLD
+ * client is hashed, and the leader logs a mark at every OUT_FOLD
  * bytes without waiting for it to commit; backups compare their own. */
 #include <errno.h>
 #include <limits.h>
@@ -12,22 +12,22 @@
 
 #define RECORDS_PER_ENTRY 32
 
-struct checkpoints {
+struct marks {
 	struct fd_slot *s;
 	int count;
 	struct out_record rec[RECORDS_PER_ENTRY];
 };
 
-static void flush(struct checkpoints *c)
+static void flush(struct marks *c)
 {
 	if (c->count)
 		node_record(shim_node, ENTRY_HASH, c->rec, sizeof(c->rec[0]) * (size_t)c->count);
 	c->count = 0;
 }
 
-static void checkpoint(void *arg, uint64_t offset, uint64_t crc)
+static void mark(void *arg, uint64_t offset, uint64_t crc)
 {
-	struct checkpoints *c = arg;
+	struct marks *c = arg;
 
 	c->rec[c->count++] = (struct out_record){ c->s->conn.view, c->s->conn.idx, offset, crc };
 	if (c->count == RECORDS_PER_ENTRY)
@@ -37,11 +37,11 @@ static void checkpoint(void *arg, uint64_t offset, uint64_t crc)
 /* Hashes the first N bytes of IOV written to the client of slot S. */
 static void after_output(struct fd_slot *s, const struct iovec *iov, int iovcnt, ssize_t n)
 {
-	struct checkpoints c = { .s = s };
+	struct marks c = { .s = s };
 
 	for (int i = 0; i < iovcnt && n > 0; i++) {
 		size_t len = iov[i].iov_len < (size_t)n ? iov[i].iov_len : (size_t)n;
-		out_hash_feed(&s->out, iov[i].iov_base, len, checkpoint, &c);
+		out_hash_feed(&s->out, iov[i].iov_base, len, mark, &c);
 		n -= (ssize_t)len;
 	}
 	flush(&c);

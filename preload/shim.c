@@ -52,17 +52,17 @@ static void save_cmdline(void)
 /* A deposed leader's server may hold state the new view lost, and its
  * clients' connections belong to a leader that is no more: the server is
  * started afresh, as the same process (same pid, same environment), and
- * its new shim rebuilds it from the durable log as a backup.  Descriptors
+ * its new shim replays the durable log into it as a backup.  Descriptors
  * other than stdio are closed across the exec: the listening sockets must
  * be free for the new server.  Returns only if the exec failed. */
-static void shim_rebuild(struct node *n)
+static void shim_reexec(struct node *n)
 {
 	char *argv[1024];
 	size_t argc = 0;
 
 	(void)n;
 	if (!start_args) {
-		pr_err("cannot rebuild the server: its command line is unknown; refusing clients");
+		pr_err("cannot re-execute the server: its command line is unknown; refusing clients");
 		return;
 	}
 	for (size_t at = 0; at < start_args_len && argc < 1023; at += strlen(start_args + at) + 1)
@@ -70,7 +70,7 @@ static void shim_rebuild(struct node *n)
 	argv[argc] = NULL;
 	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
 		pr_perror("close_range");
-	pr_info("re-executing %s to rebuild this replica", argv[0]);
+	pr_info("re-executing %s to replay the log into a fresh server", argv[0]);
 	execv("/proc/self/exe", argv);
 	pr_perror("cannot re-execute the server; refusing clients");
 }
@@ -130,7 +130,7 @@ static void shim_init(void)
 		goto out;
 	}
 	save_cmdline();
-	node_rebuild_hook = shim_rebuild;
+	node_reexec_hook = shim_reexec;
 	if (claim_node(config, (int)node)) {
 		shim_mode = MODE_FAILED;
 		goto out;
