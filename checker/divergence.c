@@ -1,4 +1,5 @@
 #include "divergence.h"
+#include "../coordinator/sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,9 +53,9 @@ int divergence_append(const char *path, const struct divergence *d)
 	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	if (write(fd, line, (size_t)n) != n)
+	if (sys.write(fd, line, (size_t)n) != n)
 		rc = -EIO;
-	close(fd);
+	sys.close(fd);
 	return rc;
 }
 

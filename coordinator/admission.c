@@ -17,6 +17,7 @@
 #include <openssl/rand.h>
 
 #include "logger.h"
+#include "sys.h"
 
 static int hexval(int c)
 {
@@ -48,7 +49,7 @@ int admit_key_load(const char *path, struct admit_key *k, char *err, size_t errl
 		goto out;
 	}
 	/* 64 hex digits, an optional newline, nothing else. */
-	n = read(fd, text, sizeof(text));
+	n = sys.read(fd, text, sizeof(text));
 	if (n == 2 * ADMIT_KEY_LEN + 1 && text[n - 1] == '\n')
 		n--;
 	rc = n == 2 * ADMIT_KEY_LEN ? 0 : -EINVAL;
@@ -64,7 +65,7 @@ int admit_key_load(const char *path, struct admit_key *k, char *err, size_t errl
 		snprintf(err, errlen, "secret file %s: expected 64 hex digits", path);
 out:
 	OPENSSL_cleanse(text, sizeof(text));
-	close(fd);
+	sys.close(fd);
 	return rc;
 }
 
@@ -84,16 +85,16 @@ int admit_key_generate(const char *path)
 	for (int i = 0; i < ADMIT_KEY_LEN; i++)
 		snprintf(text + 2 * i, 3, "%02x", key[i]);
 	text[2 * ADMIT_KEY_LEN] = '\n';
-	if (write(fd, text, sizeof(text)) != (ssize_t)sizeof(text) || fsync(fd) < 0) {
+	if (sys.write(fd, text, sizeof(text)) != (ssize_t)sizeof(text) || fsync(fd) < 0) {
 		rc = errno ? -errno : -EIO;
 		goto fail;
 	}
 	OPENSSL_cleanse(key, sizeof(key));
-	close(fd);
+	sys.close(fd);
 	return rc;
 fail:
 	OPENSSL_cleanse(key, sizeof(key));
-	close(fd);
+	sys.close(fd);
 	unlink(path);
 	return rc;
 }

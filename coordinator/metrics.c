@@ -26,6 +26,7 @@
 #include "logger.h"
 #include "netaddr.h"
 #include "node.h"
+#include "sys.h"
 
 #define MAX_CLIENTS 8
 #define CLIENT_NS (5ULL * 1000000000ULL)	/* whole request and response */
@@ -222,7 +223,7 @@ struct metrics {
 
 static void client_close(struct client *c)
 {
-	close(c->fd);
+	sys.close(c->fd);
 	free(c->out);
 	c->fd = -1;
 	c->out = NULL;
@@ -286,7 +287,7 @@ static void handle(struct metrics *m, struct client *c, int whole)
  * C is done with (closed). */
 static int client_read(struct metrics *m, struct client *c)
 {
-	ssize_t r = recv(c->fd, c->in + c->inlen, sizeof(c->in) - 1 - c->inlen, MSG_DONTWAIT);
+	ssize_t r = sys.recv(c->fd, c->in + c->inlen, sizeof(c->in) - 1 - c->inlen, MSG_DONTWAIT);
 
 	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
 		client_close(c);
@@ -304,7 +305,7 @@ static int client_read(struct metrics *m, struct client *c)
 static void client_write(struct client *c)
 {
 	/* MSG_NOSIGNAL: a scraper that hung up must not SIGPIPE the server. */
-	ssize_t w = send(c->fd, c->out + c->outoff, c->outlen - c->outoff,
+	ssize_t w = sys.send(c->fd, c->out + c->outoff, c->outlen - c->outoff,
 			 MSG_DONTWAIT | MSG_NOSIGNAL);
 
 	if (w < 0 && (errno == EAGAIN || errno == EINTR))
@@ -313,7 +314,7 @@ static void client_write(struct client *c)
 		c->outoff += (size_t)w;
 	if (w < 0 || c->outoff == c->outlen) {
 		/* Our FIN first: the client reads to the end, then closes. */
-		shutdown(c->fd, SHUT_WR);
+		sys.shutdown(c->fd, SHUT_WR);
 		client_close(c);
 	}
 }
@@ -321,7 +322,7 @@ static void client_write(struct client *c)
 static void accept_clients(struct metrics *m)
 {
 	for (;;) {
-		int fd = accept4(m->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), i, old = 0;
+		int fd = sys.accept4(m->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), i, old = 0;
 
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
@@ -432,7 +433,7 @@ void metrics_start(struct node *n)
 	}
 	/* A restarted node rebinds while its predecessor's scrapes linger in TIME_WAIT. */
 	setsockopt(m->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(m->lfd, (struct sockaddr *)&ss, len) < 0 || listen(m->lfd, 16) < 0) {
+	if (bind(m->lfd, (struct sockaddr *)&ss, len) < 0 || sys.listen(m->lfd, 16) < 0) {
 		pr_warn("no metrics endpoint: cannot listen on %s:%d: %s (the node runs without one)",
 			nc->address, nc->metrics_port, strerror(errno));
 		goto fail;
@@ -446,7 +447,7 @@ void metrics_start(struct node *n)
 	return;
 fail:
 	if (m->lfd >= 0)
-		close(m->lfd);
+		sys.close(m->lfd);
 	free(m->body);
 	free(m);
 }

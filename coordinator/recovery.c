@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "logger.h"
+#include "sys.h"
 
 static int node_file(const struct apus_config *cfg, int node, const char *name, char *out)
 {
@@ -25,7 +26,7 @@ static int fsync_path(const char *path, int flags)
 		return -errno;
 	if (fsync(fd) < 0)
 		rc = -errno;
-	close(fd);
+	sys.close(fd);
 	return rc;
 }
 
@@ -39,7 +40,7 @@ static int copy_file(const char *src, const char *dst)
 	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (out < 0) {
 		rc = -errno;
-		close(in);
+		sys.close(in);
 		return rc;
 	}
 	for (;;) {
@@ -51,8 +52,8 @@ static int copy_file(const char *src, const char *dst)
 			break;
 		}
 	}
-	close(in);
-	close(out);
+	sys.close(in);
+	sys.close(out);
 	return rc;
 }
 

@@ -18,6 +18,7 @@
 
 #include "filemode.h"
 #include "logger.h"
+#include "sys.h"
 
 /* Copies the log and the durable words of the region file at PATH (if it
  * is a valid region of SIZE bytes for NODE) into the new mapping M.  Only
@@ -37,7 +38,7 @@ static int region_carry_over(const char *path, int node, size_t size, char *m)
 		return 0;
 	if (filemode_check(fd, path, "region file", FILEMODE_OTHERS_WRITE, why, sizeof(why))) {
 		pr_err("node %d: %s", node, why);
-		close(fd);
+		sys.close(fd);
 		return -EPERM;
 	}
 	if (fstat(fd, &st) < 0 || (size_t)st.st_size != size ||
@@ -65,7 +66,7 @@ static int region_carry_over(const char *path, int node, size_t size, char *m)
 	((struct region_ctl *)m)->hint = old.hint;
 	ok = 1;
 out:
-	close(fd);
+	sys.close(fd);
 	return ok;
 }
 
@@ -122,7 +123,7 @@ static int create_file(const char *tmp, size_t size, int in_memory)
 		goto fail;
 	return fd;
 fail:
-	close(fd);
+	sys.close(fd);
 	unlink(tmp);
 	return err;
 }
@@ -230,7 +231,7 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fdp
 		pr_perror("cannot link %s to %s", path, target);
 		munmap(m, size);
 		unlink(target);
-		close(fd);
+		sys.close(fd);
 		return err;
 	}
 	*base = m;
@@ -239,7 +240,7 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fdp
 		region_collect(cfg->region_dir);
 	return 0;
 fail:
-	close(fd);
+	sys.close(fd);
 	unlink(tmp);
 	return err;
 }
@@ -276,7 +277,7 @@ static int orphan_region(const char *path)
 		orphan = !alive && realpath(path, self) && (!realpath(link, now) || strcmp(now, self));
 	}
 	free(ctl);
-	close(fd);
+	sys.close(fd);
 	return orphan;
 }
 
@@ -329,13 +330,13 @@ static void *map_ctl(const struct apus_config *cfg, int node, int writable)
 	if (fd < 0)
 		return NULL;
 	if (fstat(fd, &st) < 0 || st.st_size < REGION_CTL_SIZE) {
-		close(fd);
+		sys.close(fd);
 		errno = EINVAL;
 		return NULL;
 	}
 	m = mmap(NULL, REGION_CTL_SIZE, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
 		 fd, 0);
-	close(fd);
+	sys.close(fd);
 	if (m == MAP_FAILED)
 		return NULL;
 	if (load64(&((const struct region_ctl *)m)->magic) != REGION_MAGIC) {

@@ -16,6 +16,7 @@
 #include "../checker/outcheck.h"
 #include "logger.h"
 #include "node.h"
+#include "sys.h"
 
 /* How long the server may leave its turn untaken before we skip it: a
  * server that stopped reading one client (Redis never does) must not stall
@@ -141,9 +142,9 @@ struct replay *replay_new(struct node *n)
 	return r;
 fail:
 	if (r->epfd >= 0)
-		close(r->epfd);
+		sys.close(r->epfd);
 	if (r->kick_fd >= 0)
-		close(r->kick_fd);
+		sys.close(r->kick_fd);
 	free(r->taps);
 	free(r);
 	return NULL;
@@ -181,7 +182,7 @@ static void kick_server(struct replay *r)
 	/* A read-modify-write of the word the sleeper increments: either it
 	 * sees our turn, or we see it asleep. */
 	if (__atomic_fetch_add(&r->server_sleeps, 0, __ATOMIC_SEQ_CST) &&
-	    write(r->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+	    sys.write(r->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		pr_debug("eventfd: %s", strerror(errno));
 }
 
@@ -253,7 +254,7 @@ static void on_diverge(void *arg, uint64_t offset, uint64_t leader_crc, uint64_t
 static void conn_drain(struct replay *r, struct rconn *c, int until_empty)
 {
 	for (;;) {
-		ssize_t k = recv(c->sock, r->drain_buf, sizeof(r->drain_buf), MSG_DONTWAIT);
+		ssize_t k = sys.recv(c->sock, r->drain_buf, sizeof(r->drain_buf), MSG_DONTWAIT);
 
 		if (k > 0) {
 			if (r->n->cfg.checker) {
@@ -269,7 +270,7 @@ static void conn_drain(struct replay *r, struct rconn *c, int until_empty)
 			return;
 		/* End of stream or error: nothing more will come. */
 		c->eof = 1;
-		epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->sock, NULL);
+		sys.epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->sock, NULL);
 		return;
 	}
 }
@@ -295,7 +296,7 @@ static void conn_free(struct replay *r, struct rconn *c)
 		out_check_finish(&c->chk);
 	pthread_mutex_unlock(&r->out_lock);
 	if (c->sock >= 0)
-		close(c->sock);
+		sys.close(c->sock);
 	free(c);
 }
 
@@ -323,14 +324,14 @@ static int open_replay_socket(struct replay *r, struct replay_tap **tapp)
 		if (bind(s, (struct sockaddr *)&local, len) < 0 ||
 		    getsockname(s, (struct sockaddr *)&local, &len) < 0) {
 			int e = -errno;
-			close(s);
+			sys.close(s);
 			return e;
 		}
 		port = ntohs(local.ss_family == AF_INET ? ((struct sockaddr_in *)&local)->sin_port
 							: ((struct sockaddr_in6 *)&local)->sin6_port);
 		struct replay_tap *t = &r->taps[port];
 		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_FREE) {
-			close(s);	/* the server still holds an old connection from this port */
+			sys.close(s);	/* the server still holds an old connection from this port */
 			continue;
 		}
 		t->srv_fd = -1;
@@ -399,7 +400,7 @@ static int conn_open(struct replay *r, uint64_t view, uint64_t idx, struct rconn
 		return 1;
 	}
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
-	epoll_ctl(r->epfd, EPOLL_CTL_ADD, s, &ev);
+	sys.epoll_ctl(r->epfd, EPOLL_CTL_ADD, s, &ev);
 	pthread_mutex_lock(&r->out_lock);
 	tap->conn = c;
 	pthread_mutex_unlock(&r->out_lock);
@@ -470,7 +471,7 @@ static int exec_recv(struct replay *r, const struct entry_hdr *e)
 		r->phase = 1;
 	}
 	while (r->sent_off < e->data_sz) {
-		ssize_t k = send(c->sock, data + r->sent_off, e->data_sz - r->sent_off,
+		ssize_t k = sys.send(c->sock, data + r->sent_off, e->data_sz - r->sent_off,
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (k > 0) {
 			r->sent_off += (size_t)k;
@@ -532,7 +533,7 @@ static int exec_close(struct replay *r, const struct entry_hdr *e)
 		if (sched_full(r))
 			return 0;
 		sched_push(r, c->tap, ENTRY_CLOSE, 0, NULL);
-		shutdown(c->sock, SHUT_WR);
+		sys.shutdown(c->sock, SHUT_WR);
 	}
 	/* Keep our end until the server dropped its own: closing it now could
 	 * reset the connection before the server read everything. */
@@ -556,7 +557,7 @@ static int exec_noop(struct replay *r, const struct entry_hdr *e)
 				if (sched_full(r))
 					return 0;	/* resumed with the connections left */
 				sched_push(r, c->tap, ENTRY_CLOSE, 0, NULL);
-				shutdown(c->sock, SHUT_WR);
+				sys.shutdown(c->sock, SHUT_WR);
 			}
 			conn_unhash(r, c);
 			c->closed_ns = now_ns();
@@ -626,7 +627,7 @@ static void drain(struct replay *r)
 	int n;
 
 	do {
-		n = epoll_wait(r->epfd, evs, 64, 0);
+		n = sys.epoll_wait(r->epfd, evs, 64, 0);
 		for (int i = 0; i < n; i++)
 			conn_drain(r, evs[i].data.ptr, 0);
 	} while (n == 64);
@@ -640,7 +641,7 @@ static void release_held(struct replay *r, struct turn *s)
 	uint64_t left = s->remaining;
 
 	while (left) {
-		ssize_t k = send(s->tap->ours, p, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t k = sys.send(s->tap->ours, p, left, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (k <= 0) {
 			pr_warn("could not pass %llu bytes of a skipped turn to the server",
 				(unsigned long long)left);
@@ -868,7 +869,7 @@ void replay_server_awake(struct replay *r)
 	uint64_t n;
 
 	__atomic_sub_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
-	if (read(r->kick_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+	if (sys.read(r->kick_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		pr_debug("eventfd: %s", strerror(errno));
 }
 

@@ -18,6 +18,7 @@
 #include "futex.h"
 #include "logger.h"
 #include "region.h"
+#include "sys.h"
 
 /* Called once a non-blocking poll found nothing and the bell is still
  * SEEN.  BLOCK runs with RX held, blocks at most TIMEOUT_US and returns
@@ -43,7 +44,7 @@ static inline void rx_kick(int evfd)
 {
 	uint64_t one = 1;
 
-	if (write(evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+	if (sys.write(evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		pr_debug("eventfd: %s", strerror(errno));
 }
 
@@ -59,7 +60,7 @@ static inline void rx_drain(int evfd)
 {
 	uint64_t n;
 
-	if (read(evfd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+	if (sys.read(evfd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		pr_debug("eventfd: %s", strerror(errno));
 }
 

@@ -36,6 +36,7 @@
 #include "node.h"
 #include "recovery.h"
 #include "replay.h"
+#include "sys.h"
 
 
 #define TICK_NS (100 * 1000000ULL)
@@ -237,11 +238,11 @@ static int run_cmd(struct node *n)
 	int rc = child_env_build(env, sizeof(env) / sizeof(env[0]), NULL) < 0 ? E2BIG :
 		 posix_spawnp(&pid, "sh", &fa, NULL, argv, env);
 	posix_spawn_file_actions_destroy(&fa);
-	close(pfd[1]);
+	sys.close(pfd[1]);
 	if (rc) {
 		errno = rc;
 		pr_perror("cannot run snapshot_cmd");
-		close(pfd[0]);
+		sys.close(pfd[0]);
 		return -1;
 	}
 	uint64_t start = now_ns();
@@ -254,14 +255,14 @@ static int run_cmd(struct node *n)
 		}
 		if (poll(&p, 1, 100) <= 0)
 			continue;
-		ssize_t r = read(pfd[0], line + got, sizeof(line) - 1 - got);
+		ssize_t r = sys.read(pfd[0], line + got, sizeof(line) - 1 - got);
 		if (r <= 0)
 			break;
 		got += (size_t)r;
 		if (got == sizeof(line) - 1)
 			break;
 	}
-	close(pfd[0]);
+	sys.close(pfd[0]);
 	waitpid(pid, NULL, 0);	/* ECHILD if the server reaped it */
 	line[got] = '\0';
 	if (got)

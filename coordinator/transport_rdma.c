@@ -59,6 +59,7 @@
 #include "region.h"
 #include "rxwait.h"
 #include "transport.h"
+#include "sys.h"
 
 #define HELLO_MAGIC 0x41505552u	/* "APUR" */
 #define HELLO_VERSION 1
@@ -286,7 +287,7 @@ static void teardown(struct rdma_transport *s)
 	if (s->pd)
 		ibv_dealloc_pd(s->pd);
 	if (s->evfd >= 0)
-		close(s->evfd);
+		sys.close(s->evfd);
 	OPENSSL_cleanse(&s->key, sizeof(s->key));
 	pthread_mutex_destroy(&s->rx);
 	free(s);

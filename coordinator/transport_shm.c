@@ -29,6 +29,7 @@
 #include "logger.h"
 #include "region.h"
 #include "transport.h"
+#include "sys.h"
 
 /* Mappings retired and not yet unmapped, per peer: a peer may swap its
  * file (fencing) or restart more than once within RETIRE_NS. */
@@ -112,8 +113,8 @@ static int owner_alive(const struct region_ctl *ctl)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 1;	/* no /proc: trust kill() */
-	k = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	k = sys.read(fd, buf, sizeof(buf) - 1);
+	sys.close(fd);
 	if (k <= 0)
 		return 1;
 	buf[k] = '\0';
@@ -147,11 +148,11 @@ static int map_peer(struct shm_transport *s, int peer, char **mp, ino_t *ino)
 	if (fd < 0)
 		return errno == ENOENT ? -EAGAIN : -errno;
 	if (fstat(fd, &st) < 0 || (size_t)st.st_size != want) {
-		close(fd);
+		sys.close(fd);
 		return -EAGAIN;
 	}
 	m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
+	sys.close(fd);
 	if (m == MAP_FAILED)
 		return -errno;
 	ctl = m;
@@ -562,7 +563,7 @@ static int swap_region(struct shm_transport *s, int peer, uint64_t inc)
 		    (dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
 			if (fsync(dfd) < 0)
 				pr_perror("cannot sync %s", tmp);
-			close(dfd);
+			sys.close(dfd);
 		}
 	}
 	/* Threads asleep on our doorbell sleep on the old file's word (a
@@ -572,7 +573,7 @@ static int swap_region(struct shm_transport *s, int peer, uint64_t inc)
 		futex_wake_all(&ctl_of(m)->bell);
 		munmap(m, REGION_CTL_SIZE);
 	}
-	close(in);
+	sys.close(in);
 	in = -1;
 	repoint_fds(&st, out);
 	if (fstat(out, &nst) == 0) {
@@ -584,9 +585,9 @@ fail:
 	unlink(tmp);
 out:
 	if (out >= 0)
-		close(out);
+		sys.close(out);
 	if (in >= 0)
-		close(in);
+		sys.close(in);
 	return rc;
 }
 

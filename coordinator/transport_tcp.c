@@ -50,6 +50,7 @@
 #include "region.h"
 #include "rxwait.h"
 #include "transport.h"
+#include "sys.h"
 
 #define HELLO_MAGIC 0x41505553u	/* "APUS" */
 #define HELLO_VERSION 2	/* 2: the hello carries the connector's incarnation */
@@ -214,16 +215,16 @@ static int tcp_open(const struct apus_config *cfg, int self, void *region, size_
 	s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (s->lfd < 0 || s->epfd < 0 || s->evfd < 0 || bind(s->lfd, (struct sockaddr *)&ss, len) < 0 ||
-	    listen(s->lfd, 16) < 0) {
+	    sys.listen(s->lfd, 16) < 0) {
 		err = -errno;
 		pr_perror("cannot listen on %s:%d", cfg->nodes[self].address, cfg->nodes[self].peer_port);
 		free(s);
 		return err;
 	}
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = -1 };
-	epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev);
+	sys.epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev);
 	ev.data.fd = -2;
-	epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev);
+	sys.epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev);
 	*out = &s->t;
 	return 0;
 }
@@ -233,7 +234,7 @@ static int send_all(int fd, struct iovec *iov, int cnt)
 	while (cnt) {
 		/* MSG_NOSIGNAL: a peer that hung up must not SIGPIPE the server. */
 		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
-		ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL);
+		ssize_t n = sys.sendmsg(fd, &m, MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -295,7 +296,7 @@ static int recv_timed(struct tcp_transport *s, int fd, void *buf, size_t len, in
 			tcp_poll(&s->t);
 		if (!p[0].revents)
 			continue;
-		ssize_t n = recv(fd, (char *)buf + got, len - got, MSG_DONTWAIT);
+		ssize_t n = sys.recv(fd, (char *)buf + got, len - got, MSG_DONTWAIT);
 		if (n == 0)
 			return -ECONNREFUSED;	/* it hung up: it refused us */
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
@@ -371,14 +372,14 @@ static int tcp_connect(struct transport *t, int peer)
 	}
 	if (connect(fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS) {
 		int e = errno;
-		close(fd);
+		sys.close(fd);
 		return connect_failed(s, peer, e, strerror(e));
 	}
 	struct pollfd p = { fd, POLLOUT, 0 };
 	int err = 0;
 	socklen_t elen = sizeof(err);
 	if (poll(&p, 1, 100) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err) {
-		close(fd);
+		sys.close(fd);
 		return connect_failed(s, peer, err, strerror(err ? err : ETIMEDOUT));
 	}
 	/* Writes block from now on: a slow receiver slows the writer.  One
@@ -389,7 +390,7 @@ static int tcp_connect(struct transport *t, int peer)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tmo, sizeof(tmo));
 	if ((why = prove(s, fd, peer))) {
-		close(fd);
+		sys.close(fd);
 		return connect_failed(s, peer, 0, why);
 	}
 	if (o->failing)
@@ -411,7 +412,7 @@ static void out_drop(struct tcp_out *o)
 
 	o->olen = 0;
 	if (fd >= 0)
-		close(fd);
+		sys.close(fd);
 }
 
 /* Sends the held frames and IOV; called with o->lock held. */
@@ -482,8 +483,8 @@ static void tcp_ring(struct transport *t, int peer)
 
 static void in_close(struct tcp_transport *s, struct tcp_in *in)
 {
-	epoll_ctl(s->epfd, EPOLL_CTL_DEL, in->fd, NULL);
-	close(in->fd);
+	sys.epoll_ctl(s->epfd, EPOLL_CTL_DEL, in->fd, NULL);
+	sys.close(in->fd);
 	in->fd = -1;
 }
 
@@ -543,7 +544,7 @@ static void accept_peers(struct tcp_transport *s)
 	for (;;) {
 		struct sockaddr_storage addr;
 		socklen_t alen = sizeof(addr);
-		int fd = accept4(s->lfd, (struct sockaddr *)&addr, &alen,
+		int fd = sys.accept4(s->lfd, (struct sockaddr *)&addr, &alen,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC), i;
 
 		if (fd < 0)
@@ -562,7 +563,7 @@ static void accept_peers(struct tcp_transport *s)
 				    (old < 0 || s->in[k].since_ns < s->in[old].since_ns))
 					old = k;
 			if (old < 0) {	/* every slot admitted: cannot be, but never index -1 */
-				close(fd);
+				sys.close(fd);
 				continue;
 			}
 			refuse(s, &s->in[old], "pushed out by a newer connection: %d are in admission",
@@ -572,7 +573,7 @@ static void accept_peers(struct tcp_transport *s)
 		s->in[i] = (struct tcp_in){ .fd = fd, .state = IN_HELLO, .peer = -1,
 					    .since_ns = now, .addr = addr };
 		struct epoll_event ev = { .events = EPOLLIN, .data.fd = i };
-		epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
+		sys.epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
 	}
 }
 
@@ -644,7 +645,7 @@ static int in_hello(struct tcp_transport *s, struct tcp_in *in)
 	admit_mac(&s->key, "apus-tcp-accept", h->from, (uint32_t)s->self, in->nonce_c,
 		  sizeof(in->nonce_c), ch.nonce, sizeof(ch.nonce), ch.mac);
 	/* The socket's buffer is empty: a short send means it is broken. */
-	if (send(in->fd, &ch, sizeof(ch), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(ch)) {
+	if (sys.send(in->fd, &ch, sizeof(ch), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(ch)) {
 		refuse(s, in, "hung up during the handshake");
 		return -1;
 	}
@@ -669,7 +670,7 @@ static int in_proof(struct tcp_transport *s, struct tcp_in *in)
 		refuse(s, in, "node %d is fenced", peer);
 		return -1;
 	}
-	if (send(in->fd, &welcome, sizeof(welcome), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+	if (sys.send(in->fd, &welcome, sizeof(welcome), MSG_DONTWAIT | MSG_NOSIGNAL) !=
 	    (ssize_t)sizeof(welcome)) {
 		refuse(s, in, "hung up during the handshake");
 		return -1;
@@ -707,12 +708,12 @@ static ssize_t in_read(struct tcp_in *in, void *dst, size_t want)
 			return -1;
 		}
 		if (want >= IN_BUF / 2) {
-			n = recv(in->fd, dst, want, MSG_DONTWAIT);
+			n = sys.recv(in->fd, dst, want, MSG_DONTWAIT);
 			if (n > 0 && (size_t)n < want)
 				in->drained = 1;
 			return n;
 		}
-		n = recv(in->fd, in->buf, IN_BUF, MSG_DONTWAIT);
+		n = sys.recv(in->fd, in->buf, IN_BUF, MSG_DONTWAIT);
 		if (n <= 0)
 			return n;
 		if (n < IN_BUF)
@@ -848,7 +849,7 @@ static int tcp_poll(struct transport *t)
 
 	if (pthread_mutex_trylock(&s->rx))
 		return 0;	/* another thread is receiving */
-	applied = rx_events(s, ev, epoll_wait(s->epfd, ev, POLL_EVENTS, 0));
+	applied = rx_events(s, ev, sys.epoll_wait(s->epfd, ev, POLL_EVENTS, 0));
 	pthread_mutex_unlock(&s->rx);
 	if (applied)
 		bell_ring(&local_ctl(s)->bell, &local_ctl(s)->sleepers);
@@ -866,7 +867,7 @@ static int tcp_block(void *arg, int timeout_us)
 	struct tcp_transport *s = arg;
 	struct epoll_event ev[POLL_EVENTS];
 
-	return rx_events(s, ev, epoll_wait(s->epfd, ev, POLL_EVENTS,
+	return rx_events(s, ev, sys.epoll_wait(s->epfd, ev, POLL_EVENTS,
 					   timeout_us < 1000 ? 1 : timeout_us / 1000));
 }
 
@@ -965,10 +966,10 @@ static void tcp_close(struct transport *t)
 		out_drop(&s->out[i]);
 	for (int i = 0; i < MAX_IN; i++)
 		if (s->in[i].fd >= 0)
-			close(s->in[i].fd);
-	close(s->lfd);
-	close(s->epfd);
-	close(s->evfd);
+			sys.close(s->in[i].fd);
+	sys.close(s->lfd);
+	sys.close(s->epfd);
+	sys.close(s->evfd);
 	free(s);
 }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "logger.h"
+#include "sys.h"
 
 /* Copies LEN bytes (a multiple of 8) of the region at SRC into BUF.
  * Other threads and peers keep writing the region (acks, status words,
@@ -117,7 +118,7 @@ int wal_open(struct wal *w, const struct apus_config *cfg, int node, const char 
 	    put(w, 0, REGION_CTL_SIZE) || fdatasync(w->fd) < 0) {
 		err = errno ? -errno : -EIO;
 		pr_perror("cannot write %s", path);
-		close(w->fd);
+		sys.close(w->fd);
 		w->fd = -1;
 		return err;
 	}

@@ -3,33 +3,7 @@
 #ifndef APUS_REAL_H
 #define APUS_REAL_H
 
-#include <signal.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
-#include <sys/types.h>
-#include <sys/uio.h>
-
-struct socket_calls {
-	int (*accept)(int, struct sockaddr *, socklen_t *);
-	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
-	int (*listen)(int, int);
-	ssize_t (*read)(int, void *, size_t);
-	ssize_t (*readv)(int, const struct iovec *, int);
-	ssize_t (*recv)(int, void *, size_t, int);
-	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
-	ssize_t (*recvmsg)(int, struct msghdr *, int);
-	ssize_t (*write)(int, const void *, size_t);
-	ssize_t (*writev)(int, const struct iovec *, int);
-	ssize_t (*send)(int, const void *, size_t, int);
-	ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
-	ssize_t (*sendmsg)(int, const struct msghdr *, int);
-	int (*close)(int);
-	int (*shutdown)(int, int);
-	pid_t (*fork)(void);
-	int (*epoll_ctl)(int, int, int, struct epoll_event *);
-	int (*epoll_wait)(int, struct epoll_event *, int, int);
-	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
-};
+#include "../coordinator/sys.h"	/* struct socket_calls */
 
 extern struct socket_calls real;
 

@@ -120,6 +120,7 @@ static void shim_init(void)
 
 	in_init = 1;
 	real_resolve();
+	sys_use(&real);	/* the coordinator's own calls skip our wrappers */
 	logger_init("apus");
 	if (!config || !*config || !id || !*id)
 		goto out;	/* not a replica: pure pass-through */

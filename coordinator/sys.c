@@ -1,0 +1,39 @@
+#include "sys.h"
+
+#include <unistd.h>
+
+/* libc's, until the shim says otherwise (sys.h).  Inside libapus.so these
+ * relocations resolve to the shim's own wrappers: sys_use() replaces them
+ * before the node starts, and nothing of the coordinator runs before. */
+struct socket_calls sys = {
+	.accept = accept,
+	.accept4 = accept4,
+	.listen = listen,
+	.read = read,
+	.readv = readv,
+	.recv = recv,
+	.recvfrom = recvfrom,
+	.recvmsg = recvmsg,
+	.write = write,
+	.writev = writev,
+	.send = send,
+	.sendto = sendto,
+	.sendmsg = sendmsg,
+	.close = close,
+	.shutdown = shutdown,
+	.fork = fork,
+	.epoll_ctl = epoll_ctl,
+	.epoll_wait = epoll_wait,
+	.epoll_pwait = epoll_pwait,
+};
+
+void sys_use(const struct socket_calls *calls)
+{
+	/* An entry the shim could not resolve keeps what it has. */
+#define USE(f) do { if (calls->f) sys.f = calls->f; } while (0)
+	USE(accept); USE(accept4); USE(listen); USE(read); USE(readv); USE(recv);
+	USE(recvfrom); USE(recvmsg); USE(write); USE(writev); USE(send); USE(sendto);
+	USE(sendmsg); USE(close); USE(shutdown); USE(fork); USE(epoll_ctl);
+	USE(epoll_wait); USE(epoll_pwait);
+#undef USE
+}

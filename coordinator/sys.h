@@ -1,0 +1,48 @@
+/* The libc calls that the shim interposes, as the coordinator makes them.
+ *
+ * Inside a server, libapus.so exports wrappers named accept4, read, send,
+ * close, epoll_wait, ...; a plain call of one of these from coordinator
+ * code would bind to the wrapper, and pass only because the wrapper lets
+ * an untracked fd through.  So the coordinator calls them through `sys`
+ * only: the shim points it at the real functions (dlsym RTLD_NEXT, the
+ * table it calls itself) before the node starts; elsewhere (the CLI, the
+ * unit tests) it holds libc's own.  An indirect call costs what the PLT's
+ * indirect jump does, so this is free on the hot path. */
+#ifndef APUS_SYS_H
+#define APUS_SYS_H
+
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct socket_calls {
+	int (*accept)(int, struct sockaddr *, socklen_t *);
+	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
+	int (*listen)(int, int);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	int (*close)(int);
+	int (*shutdown)(int, int);
+	pid_t (*fork)(void);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+};
+
+extern struct socket_calls sys;
+
+/* Points `sys` at CALLS (the shim's real functions); before any
+ * coordinator thread runs. */
+void sys_use(const struct socket_calls *calls);
+
+#endif

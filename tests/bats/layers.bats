@@ -1,0 +1,38 @@
+#!/usr/bin/env bats
+# The boundaries ARCHITECTURE.md draws, checked on the built objects: the
+# coordinator never reaches into the shim, and never calls a libc function
+# the shim interposes except through `sys` (coordinator/sys.h), so no call
+# of its own can enter one of our wrappers inside a server.
+
+load helpers
+
+OBJ="$APUS_ROOT/build/obj"
+
+# interposed - the function names libapus.so exports (preload/libapus.map).
+function interposed() {
+	sed -n '/global:/,/local:/p' "$APUS_ROOT/preload/libapus.map" | sed 's/global://; s/local:.*//' |
+		tr -s ' \t;' '\n' | grep -E '^[a-z_0-9]+$'
+}
+
+setup() {
+	[ -d "$OBJ/coordinator" ] || fail "no objects in $OBJ (run make)"
+}
+
+@test "coordinator/ and checker/ call what the shim interposes only through sys" {
+	local names o bad=""
+	names=$(interposed)
+	[ "$(wc -w <<<"$names")" -ge 15 ] || fail "BUG: found only '$names' in libapus.map"
+	for o in "$OBJ"/coordinator/*.o "$OBJ"/checker/*.o; do
+		[ "${o##*/}" = sys.o ] && continue
+		u=$(nm -u "$o" | awk '{ print $2 }' | grep -xF "$names" | tr '\n' ' ')
+		[ -z "$u" ] || bad+="${o#"$OBJ"/}: $u; "
+	done
+	[ -z "$bad" ] || fail "direct calls of interposed functions (use sys.NAME): $bad"
+	# And sys.o itself does take libc's (the table's defaults).
+	nm -u "$OBJ/coordinator/sys.o" | grep -qw close || fail "sys.o does not name close"
+}
+
+@test "coordinator/ and checker/ never include preload/" {
+	run grep -rlE '#include +"(\.\./)?preload/' "$APUS_ROOT/coordinator" "$APUS_ROOT/checker"
+	[ -z "$output" ] || fail "includes of preload/: $output"
+}
