@@ -19,6 +19,7 @@
 #include "../coordinator/config.h"
 
 #define CKPT_MAX 64
+#define CKPT_DIR "checkpoints"	/* in data_dir */
 
 struct ckpt_info {
 	char id[64];
@@ -58,6 +59,17 @@ uint64_t ckpt_hold(struct region_ctl *ctl, int node, char *err, size_t errlen);
  * Returns 0 with *OUT filled, or -1 with ERR set. */
 int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	      void (*progress)(const char *step), char *err, size_t errlen);
+
+/* The store (ckpt_store.c).  NODE's checkpoint directory into OUT; 0, or
+ * -1 if it does not fit. */
+int ckpt_root(const struct apus_config *cfg, int node, char *out, size_t len);
+/* OUT = A/B; 0, or -1 if it does not fit. */
+int ckpt_join_path(char *out, size_t len, const char *a, const char *b);
+/* Writes SUMS for DIR's images/ and data/ (at nice 19); their sizes in
+ * *IMAGES and *DATA.  0 or -1. */
+int ckpt_write_sums(const char *dir, const char *sums, uint64_t *images, uint64_t *data);
+/* Removes PATH and all below it; 0 or -1. */
+int ckpt_remove_tree(const char *path);
 
 /* NODE's complete checkpoints, newest (highest index) first; returns how
  * many (at most MAX), or -1 with errno set. */
