@@ -12,7 +12,7 @@
 
 #include "futex.h"
 #include "logger.h"
-#include "node.h"
+#include "node_internal.h"
 #include "replay.h"
 #include "spin.h"
 

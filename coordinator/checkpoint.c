@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "logger.h"
-#include "node.h"
+#include "node_internal.h"
 #include "replay.h"
 
 /* A hold the guard never released (it died mid-dump) ends after this. */

@@ -23,7 +23,7 @@
 
 #include "futex.h"
 #include "logger.h"
-#include "node.h"
+#include "node_internal.h"
 
 static uint64_t max_u64(uint64_t a, uint64_t b)
 {

@@ -11,7 +11,7 @@
 
 #include "child_env.h"
 #include "logger.h"
-#include "node.h"
+#include "node_internal.h"
 
 /* Reaps the hook so it leaves no zombie.  The server may reap it first
  * (Redis waits for any child): then there is nothing left to do. */

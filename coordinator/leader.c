@@ -12,7 +12,7 @@
 #include "hook.h"
 #include "logger.h"
 #include "metrics.h"
-#include "node.h"
+#include "node_internal.h"
 #include "replay.h"
 
 static int peer_synced(struct node *n, int peer)

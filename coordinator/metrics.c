@@ -25,7 +25,7 @@
 #include "clock.h"
 #include "logger.h"
 #include "netaddr.h"
-#include "node.h"
+#include "node_internal.h"
 #include "sys.h"
 
 #define MAX_CLIENTS 8

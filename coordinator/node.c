@@ -3,7 +3,7 @@
  * thread and the fsync thread; plus what every role shares: the durable
  * words, the scan of the log's end, and execution of committed entries. */
 #define LOG_PREFIX "node: "
-#include "node.h"
+#include "node_internal.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -26,6 +26,60 @@
 #define SERVER_LOAD_NS (3ULL * 1000000000ULL)
 
 void (*node_reexec_hook)(struct node *n);
+
+int node_serving(struct node *n)
+{
+	return __atomic_load_n(&n->role, __ATOMIC_ACQUIRE) == ROLE_LEADER &&
+	       __atomic_load_n(&n->serving, __ATOMIC_ACQUIRE);
+}
+
+const struct apus_config *node_config(const struct node *n)
+{
+	return &n->cfg;
+}
+
+int node_app_port(const struct node *n)
+{
+	return n->cfg.nodes[n->self].app_port;
+}
+
+int node_self(const struct node *n)
+{
+	return n->self;
+}
+
+int node_leader(struct node *n)
+{
+	return __atomic_load_n(&n->leader, __ATOMIC_ACQUIRE);
+}
+
+struct replay *node_replay(struct node *n)
+{
+	return n->replay;
+}
+
+void node_set_input_pending(struct node *n, int (*fn)(void))
+{
+	/* Pairs with the acquire load in snapshot.c's input_pending(). */
+	__atomic_store_n(&n->input_pending, fn, __ATOMIC_RELEASE);
+}
+
+void node_app_listening(struct node *n)
+{
+	__atomic_store_n(&n->listen_ns, now_ns(), __ATOMIC_RELEASE);
+	__atomic_store_n(&n->ctl->status.app_listening, 1, __ATOMIC_RELEASE);
+}
+
+void node_app_ready(struct node *n)
+{
+	if (!__atomic_load_n(&n->ctl->status.app_ready, __ATOMIC_RELAXED))
+		__atomic_store_n(&n->ctl->status.app_ready, 1, __ATOMIC_RELEASE);
+}
+
+void node_refused_clients(struct node *n, uint64_t count)
+{
+	n->ctl->status.refused_clients = count;
+}
 
 void node_update_status(struct node *n)
 {

@@ -15,7 +15,7 @@
 #include "../checker/divergence.h"
 #include "../checker/outcheck.h"
 #include "logger.h"
-#include "node.h"
+#include "node_internal.h"
 #include "sys.h"
 
 /* How long the server may leave its turn untaken before we skip it: a

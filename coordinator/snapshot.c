@@ -33,7 +33,7 @@
 
 #include "child_env.h"
 #include "logger.h"
-#include "node.h"
+#include "node_internal.h"
 #include "recovery.h"
 #include "replay.h"
 #include "sys.h"
@@ -148,6 +148,11 @@ void node_snapshot_poll(struct node *n)
 	n->snap_cap_view = n->exec_view;
 	__atomic_store_n(&n->snap_forks, 0, __ATOMIC_RELAXED);
 	set_snap_state(n, SNAP_HELD);	/* pairs with the acquire in wait_state() */
+}
+
+int node_snapshot_armed(struct node *n)
+{
+	return snap_state(n) == SNAP_ARMED;
 }
 
 void node_snapshot_fork(struct node *n)

@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../coordinator/node.h"
 #include "../coordinator/recovery.h"
 #include "../coordinator/region.h"
 #include "checkpoint.h"

@@ -37,7 +37,7 @@ static int listener_kind(int fd)
 	    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)) {
 		if (shim_mode == MODE_FAILED)
 			kind = FD_APP_LISTENER;	/* unknown port: refuse all TCP clients */
-		else if (port_of(&ss) == shim_node->cfg.nodes[shim_node->self].app_port)
+		else if (port_of(&ss) == node_app_port(shim_node))
 			kind = FD_APP_LISTENER;
 	}
 	s->kind = (uint32_t)kind;
@@ -50,7 +50,7 @@ static void refuse(int fd, const char *why)
 	uint64_t n = __atomic_add_fetch(&refused, 1, __ATOMIC_RELAXED);
 
 	if (shim_node)
-		shim_node->ctl->status.refused_clients = n;
+		node_refused_clients(shim_node, n);
 	if (n <= 10 || n % 1000 == 0)
 		pr_warn("refused a client on the application port (%s; %llu so far)", why,
 			(unsigned long long)n);
@@ -80,7 +80,7 @@ static int admit(int fd)
 	struct replay_tap *tap = NULL;
 
 	if (getpeername(fd, (struct sockaddr *)&peer, &len) == 0 && port_of(&peer) > 0)
-		tap = replay_tap_claim(n->replay, fd, &peer, (uint16_t)port_of(&peer));
+		tap = replay_tap_claim(node_replay(n), fd, &peer, (uint16_t)port_of(&peer));
 	if (!tap && node_serving(n)) {
 		struct viewstamp vs;
 
@@ -97,9 +97,9 @@ static int admit(int fd)
 	}
 	if (!tap) {
 		char why[96];
-		int leader = __atomic_load_n(&n->leader, __ATOMIC_ACQUIRE);
+		int leader = node_leader(n);
 
-		if (leader == n->self)
+		if (leader == node_self(n))
 			snprintf(why, sizeof(why), "this node was just elected and is catching up");
 		else if (leader >= 0)
 			snprintf(why, sizeof(why), "this node is a backup; the leader is node %d",
@@ -151,10 +151,9 @@ APUS_EXPORT int listen(int fd, int backlog)
 	rc = real.listen(fd, backlog);
 	if (rc == 0 && shim_enter() && listener_kind(fd) == FD_APP_LISTENER && shim_node) {
 		shim_app_thread = 1;
-		__atomic_store_n(&shim_node->listen_ns, now_ns(), __ATOMIC_RELEASE);
-		__atomic_store_n(&shim_node->ctl->status.app_listening, 1, __ATOMIC_RELEASE);
+		node_app_listening(shim_node);
 		pr_info("the server listens on application port %d",
-			shim_node->cfg.nodes[shim_node->self].app_port);
+			node_app_port(shim_node));
 	}
 	return rc;
 }
@@ -168,7 +167,7 @@ void shim_log_close(struct fd_slot *s)
 	struct out_record last = { s->conn.view, s->conn.idx, s->out.off, s->out.crc };
 	struct iovec iov = { &last, sizeof(last) };
 	node_propose(shim_node, ENTRY_CLOSE, s->conn, &iov, 1,
-		     shim_node->cfg.checker ? sizeof(last) : 0, NULL);
+		     node_config(shim_node)->checker ? sizeof(last) : 0, NULL);
 }
 
 APUS_EXPORT int close(int fd)
@@ -189,7 +188,7 @@ APUS_EXPORT int close(int fd)
 			readahead_forget(fd, s);
 			shim_log_close(s);
 		} else if (s->kind == FD_REPLAY) {
-			replay_tap_close(shim_node->replay, s->tap);
+			replay_tap_close(node_replay(shim_node), s->tap);
 		}
 		s->kind = FD_UNKNOWN;
 	}

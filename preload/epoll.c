@@ -50,9 +50,8 @@ static int shim_wait(int epfd, struct epoll_event *ev, int max, int timeout, con
 
 	/* The thread that listens now waits for events: the server is done
 	 * loading its state (it polls without waiting while it loads). */
-	if (timeout && shim_app_thread && shim_node &&
-	    !__atomic_load_n(&shim_node->ctl->status.app_ready, __ATOMIC_RELAXED))
-		__atomic_store_n(&shim_node->ctl->status.app_ready, 1, __ATOMIC_RELEASE);
+	if (timeout && shim_app_thread && shim_node)
+		node_app_ready(shim_node);
 	if (max <= 0 || !shim_enter() || !(set = fd_lookup(epfd)) ||
 	    !__atomic_load_n(&set->ra_epoll, __ATOMIC_ACQUIRE) || !shim_node)
 		return wait(epfd, ev, max, timeout, sigmask);
@@ -103,7 +102,7 @@ APUS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *e)
 		s->ep_data = e->data.u64;
 	}
 	if (s->kind == FD_REPLAY)
-		replay_tap_watch(s->tap, shim_node->cfg.replay_in_place && s->ep_set &&
+		replay_tap_watch(s->tap, node_config(shim_node)->replay_in_place && s->ep_set &&
 					 (s->ep_events & EPOLLIN));
 	readahead_unlock();
 	return rc;

@@ -22,7 +22,7 @@ void inplace_set_watches(int epfd, struct fd_slot *set)
 
 	if (__atomic_exchange_n(&set->ra_kick, 1, __ATOMIC_ACQ_REL))
 		return;
-	if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, replay_kick_fd(shim_node->replay), &ev) &&
+	if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, replay_kick_fd(node_replay(shim_node)), &ev) &&
 	    errno != EEXIST)
 		__atomic_store_n(&set->ra_kick, 0, __ATOMIC_RELEASE);
 }
@@ -35,7 +35,7 @@ static int ready_turns(int epfd, struct epoll_event *out, int cap)
 {
 	int fds[READY_CAP], n, k = 0;
 
-	n = replay_ready_fds(shim_node->replay, fds, cap < READY_CAP ? cap : READY_CAP);
+	n = replay_ready_fds(node_replay(shim_node), fds, cap < READY_CAP ? cap : READY_CAP);
 	for (int i = 0; i < n; i++) {
 		struct fd_slot *s = fd_lookup(fds[i]);
 		if (!epoll_wants_input(epfd, s, FD_REPLAY))
@@ -62,7 +62,7 @@ static int drop_kicks(struct epoll_event *ev, int n, int *kicked)
 int inplace_wait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *sigmask,
 		 real_wait_fn wait)
 {
-	struct replay *r = shim_node->replay;
+	struct replay *r = node_replay(shim_node);
 	int here, n, kicked = 0, slept = 0;
 
 	here = ready_turns(epfd, ev, max);
@@ -103,12 +103,12 @@ int inplace_drop_kicks(struct epoll_event *ev, int n)
 
 	n = drop_kicks(ev, n, &kicked);
 	/* EAGAIN is fine: another thread drained it. */
-	if (kicked && read(replay_kick_fd(shim_node->replay), &v, sizeof(v)) != sizeof(v))
+	if (kicked && read(replay_kick_fd(node_replay(shim_node)), &v, sizeof(v)) != sizeof(v))
 		v = 0;
 	return n;
 }
 
 int inplace_take(struct fd_slot *s, const struct iovec *iov, int iovcnt, ssize_t *ret)
 {
-	return replay_take(shim_node->replay, s->tap, iov, iovcnt, ret);
+	return replay_take(node_replay(shim_node), s->tap, iov, iovcnt, ret);
 }

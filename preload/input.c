@@ -15,7 +15,7 @@ static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcn
 	if (n < 0 || (n == 0 && iov_total(iov, iovcnt) == 0))
 		return n;
 	if (s->kind == FD_REPLAY) {
-		replay_tap_read(shim_node->replay, s->tap, n);
+		replay_tap_read(node_replay(shim_node), s->tap, n);
 		return n;
 	}
 	if (n == 0) {
@@ -38,7 +38,7 @@ static size_t gate(struct fd_slot *s, size_t want)
 
 	if (s->kind != FD_REPLAY || !want)
 		return want;
-	cap = replay_gate(shim_node->replay, s->tap, want);
+	cap = replay_gate(node_replay(shim_node), s->tap, want);
 	if (!cap)
 		errno = EAGAIN;
 	return cap;

@@ -66,19 +66,19 @@ static inline int before_output(int fd, const struct iovec *iov, int iovcnt,
 	if (s->kind == FD_REPLAY) {
 		total = iov_total(iov, iovcnt);
 		if (!total || total > SSIZE_MAX ||
-		    !replay_absorb(shim_node->replay, s->tap, iov, iovcnt))
+		    !replay_absorb(node_replay(shim_node), s->tap, iov, iovcnt))
 			return 0;
 		*ret = (ssize_t)total;
 		return 1;
 	}
 	if (s->kind != FD_CLIENT)
 		return 0;
-	if (shim_node->cfg.commit_wait == COMMIT_WAIT_REPLY && node_wait_output(shim_node)) {
+	if (node_config(shim_node)->commit_wait == COMMIT_WAIT_REPLY && node_wait_output(shim_node)) {
 		errno = ECONNRESET;
 		*ret = -1;
 		return 1;
 	}
-	*hash = shim_node->cfg.checker ? s : NULL;
+	*hash = node_config(shim_node)->checker ? s : NULL;
 	return 0;
 }
 

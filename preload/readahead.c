@@ -57,7 +57,7 @@ int readahead_active(void)
 {
 	struct node *n = shim_node;
 
-	return n && n->cfg.read_ahead && node_serving(n);
+	return n && node_config(n)->read_ahead && node_serving(n);
 }
 
 int readahead_pending(void)

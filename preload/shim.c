@@ -142,7 +142,7 @@ static void shim_init(void)
 		shim_mode = MODE_FAILED;
 		goto out;
 	}
-	__atomic_store_n(&shim_node->input_pending, readahead_pending, __ATOMIC_RELEASE);
+	node_set_input_pending(shim_node, readahead_pending);
 	shim_mode = MODE_ACTIVE;
 out:
 	in_init = 0;

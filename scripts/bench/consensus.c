@@ -30,7 +30,7 @@
 #include "coordinator/admission.h"
 #include "coordinator/futex.h"
 #include "coordinator/logger.h"
-#include "coordinator/node.h"
+#include "coordinator/node_internal.h"
 
 static int cmp_u64(const void *a, const void *b)
 {

@@ -36,3 +36,10 @@ setup() {
 	run grep -rlE '#include +"(\.\./)?preload/' "$APUS_ROOT/coordinator" "$APUS_ROOT/checker"
 	[ -z "$output" ] || fail "includes of preload/: $output"
 }
+
+@test "preload/ sees the node only through node.h (struct node is opaque to it)" {
+	run grep -rlE '#include +"(\.\./)?coordinator/node_internal\.h"' "$APUS_ROOT/preload"
+	[ -z "$output" ] || fail "preload/ includes node_internal.h: $output"
+	run grep -rnE 'shim_node->' "$APUS_ROOT/preload"
+	[ -z "$output" ] || fail "preload/ reads the node's fields: $output"
+}

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "coordinator/logger.h"
-#include "coordinator/node.h"
+#include "coordinator/node_internal.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "coordinator/hook.h"
-#include "coordinator/node.h"
+#include "coordinator/node_internal.h"
 #include "tests/unit/unit.h"
 
 int main(void)

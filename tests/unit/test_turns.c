@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coordinator/node.h"
+#include "coordinator/node_internal.h"
 #include "coordinator/replay.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"

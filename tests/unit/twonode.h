@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "coordinator/admission.h"
-#include "coordinator/node.h"
+#include "coordinator/node_internal.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 

@@ -1,0 +1,191 @@
+/* The node's internals, shared by the coordinator's own files (and the
+ * white-box unit tests and benchmark): the struct, the role loops, the
+ * log's walk, execution, checkpoints, snapshots, elections.  The shim
+ * includes only node.h, where `struct node` is opaque. */
+#ifndef APUS_NODE_INTERNAL_H
+#define APUS_NODE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "clock.h"
+#include "config.h"
+#include "entry.h"
+#include "node.h"
+#include "region.h"
+#include "transport.h"
+#include "wal.h"
+
+struct node {
+	struct apus_config cfg;
+	int self;
+	int quorum;
+	int role;		/* atomic: enum node_role */
+	int leader;		/* atomic: leader of `view`, -1 while unknown */
+	uint64_t view;		/* atomic */
+	int serving;		/* atomic: the leader's server is up to date: clients welcome */
+
+	char *region;
+	size_t region_size;
+	int region_fd;
+	struct wal wal;		/* the log's durable copy when the region is in memory */
+	struct region_ctl *ctl;
+	char *log;		/* region + ctl->log_off */
+	uint64_t log_size;
+
+	struct transport *tp;
+	const struct transport_ops *ops;
+	int stopping;
+	uint64_t spin_ns;	/* how long a wait spins before it sleeps (APUS_SPIN_US) */
+	uint64_t spin_max_ns;	/* how far a backup's spin may grow (APUS_SPIN_MAX_US) */
+	uint64_t started_ns;
+	uint64_t listen_ns;	/* when the server began to listen on its application port */
+	pthread_t thread;	/* the role thread */
+	pthread_t sync_thread;	/* fsync = batch */
+	int sync_started;
+
+	/* Leader.  `lock` orders proposals: it covers slot reservation and the
+	 * writes to peers, so every backup receives entries in log order. */
+	pthread_mutex_t lock;
+	uint64_t last_idx;	/* under lock */
+	uint64_t tail;		/* under lock: next free log position */
+	uint64_t self_acked;	/* atomic: highest index this node persisted */
+	uint64_t commit;	/* atomic */
+	uint64_t view_start;	/* index of this view's first entry: commit counts from there */
+	uint32_t connected;	/* atomic bitmap: leader: peers synced to our log; backup: leader reached */
+	uint64_t peer_inc[APUS_MAX_NODES];	/* leader: incarnation each peer was synced for */
+	uint64_t peer_seq[APUS_MAX_NODES];	/* and which of its joins */
+
+	/* Execution of committed entries into the local server (any role;
+	 * the role thread only). */
+	struct replay *replay;
+	uint64_t applied;	/* atomic */
+	uint64_t seed_idx;	/* our server started from a peer's snapshot at this entry (0: no) */
+	uint64_t exec_pos, exec_idx, exec_view;	/* next entry to execute; view of the last one */
+
+	/* Checkpoints (checkpoint.c; the role thread only). */
+	uint64_t ckpt_hold;	/* request we hold execution for (0: none) */
+	uint64_t ckpt_hold_ns;
+	uint64_t restore_seen;	/* the guard's restore generation as we know it */
+
+	/* Snapshots of itself (snapshot.c): the snapshot thread asks, the
+	 * role thread (backup) or the server's fork (leader) answers. */
+	int snap_state;		/* atomic: enum snap_state */
+	int snap_forks;		/* atomic: server forks while one was under way */
+	uint64_t snap_hold_ns;	/* role thread: when it began to hold */
+	uint64_t snap_cap_idx, snap_cap_pos, snap_cap_view;	/* the state it holds */
+	uint64_t snap_idx, snap_pos;	/* atomic: the recovery point (0: none) */
+	int recoverable;	/* its snapshot and log rebuild its state (atomic) */
+	pthread_t snap_thread;
+	/* Set by the shim: whether read-ahead bytes wait for the server. */
+	int (*input_pending)(void);
+
+	/* Elections (election.c; the role thread only). */
+	uint64_t answered[APUS_MAX_NODES];	/* last request of each candidate answered */
+	uint64_t probed[APUS_MAX_NODES];	/* last pre-vote round of each answered */
+	uint64_t max_seen;	/* highest view any peer told us of */
+
+	/* 1 + the newest view whose leader this node knew (0: none yet), for
+	 * status.leader_changes (node_set_role; the role thread only). */
+	uint64_t led_views;
+};
+
+/* Role loops: each returns when the role changes (or the node stops). */
+void leader_run(struct node *n, int takeover);
+void backup_run(struct node *n);
+void node_update_status(struct node *n);
+void node_persist(struct node *n, uint64_t pos, size_t len);
+/* Writes the durable words (view, vote) and waits until they are on disk. */
+void node_save_durable(struct node *n);
+void node_set_role(struct node *n, int role, int leader, uint64_t view);
+
+/* The entry at *POS with index IDX if it is whole, following a WRAP marker
+ * to the next lap; NULL if it has not (fully) landed yet. */
+const struct entry_hdr *node_entry_at(struct node *n, uint64_t *pos, uint64_t idx);
+
+/* The end of this node's log as it lies now, scanning forward from the
+ * executed prefix: the last entry's view and index and the position past
+ * it.  Views never decrease along a log, so bytes of an older pass that
+ * follow the real end are never taken for entries. */
+void node_log_end(struct node *n, uint64_t *last_view, uint64_t *last_idx, uint64_t *end_pos);
+
+/* Records the newest entry this node holds (see struct log_hint); 0
+ * forgets it (the log was replaced from the leader's copy). */
+void node_set_hint(struct node *n, uint64_t idx, uint64_t pos, uint64_t view);
+
+/* Executes entries exec_idx..UPTO of the local log through replay; returns
+ * 1 if it made progress.  Entries up to CHECKED were verified whole (CRC)
+ * by this node already: only their canary is checked again.  Reports
+ * applied positions to the leader (when it is not the leader itself). */
+int node_execute(struct node *n, uint64_t upto, uint64_t checked);
+
+/* checkpoint.c.  Init reads the restore generation at start; poll answers
+ * the guard's checkpoint requests (holding execution while one is taken)
+ * and returns 1 when this process was just restored from a checkpoint. */
+void node_checkpoint_init(struct node *n);
+int node_checkpoint_poll(struct node *n);
+
+/* snapshot.c.  Start-up: loads the node's recovery point (recovery.h),
+ * so execution starts past its entry, and puts its snapshot where the
+ * server loads it.  Then, after the role is picked: whether the snapshot
+ * and the log rebuild this node's state (n->recoverable; a node that
+ * cannot never stands for election). */
+void node_snapshot_load(struct node *n);
+void node_snapshot_check(struct node *n);
+/* Starts the thread that snapshots this node (when snapshot_cmd is set). */
+int node_snapshot_start(struct node *n);
+/* Role thread: answers the snapshot thread's hold (backup). */
+void node_snapshot_poll(struct node *n);
+/* Backup: whether execution is held for a snapshot. */
+int node_snapshot_holds(struct node *n);
+/* Whether a snapshot of this node is under way (its command and what the
+ * server forked for it still run). */
+int node_snapshot_running(struct node *n);
+
+/* Leader: the quorum-th newest snapshot position of the cluster: log
+ * before it is covered by a majority's snapshots.  UINT64_MAX without
+ * snapshot_cmd (nothing to wait for). */
+uint64_t node_snapshot_floor(struct node *n);
+
+enum snap_state {
+	SNAP_IDLE = 0,
+	SNAP_HOLD,	/* backup: asked to hold execution */
+	SNAP_HELD,	/* backup: held, its server took every turn sent */
+	SNAP_ARMED,	/* leader: read-ahead paused, waiting for the server's fork */
+	SNAP_FORKED,	/* the server forked: the state captured, execution goes on */
+	SNAP_FAILED,	/* backup: could not hold (a checkpoint, or the server is slow) */
+};
+
+/* election.c.  Answers the vote requests in our region; MAY_VOTE says
+ * whether we are without a live leader.  Returns 1 if it granted one. */
+int election_answer(struct node *n, int may_vote);
+/* Stands for the next view after a pre-vote round; returns 1 when this
+ * node won (it then leads). */
+int election_stand(struct node *n);
+/* Whether a request or pre-vote waits for our answer. */
+int election_pending(struct node *n);
+/* The candidate asking us for a view newer than VIEW in earnest, or -1. */
+int election_newer_request(struct node *n, uint64_t view);
+
+static inline uint64_t node_log_off(const struct node *n, uint64_t pos)
+{
+	return REGION_CTL_SIZE + pos % n->log_size;
+}
+
+static inline int node_role(struct node *n)
+{
+	return __atomic_load_n(&n->role, __ATOMIC_ACQUIRE);
+}
+
+/* Whether PEER's acks make LEADER's quorum: the quorum-1 backups first
+ * after the leader in node order.  They spin through a steady stream of
+ * entries and are rung per entry; the others sleep between batches (see
+ * spin.h and leader_ring()).  A 3-node cluster keeps one backup spinning,
+ * not two: on a 2-core machine the second would starve the servers. */
+static inline int node_acks_fast(const struct node *n, int leader, int peer)
+{
+	return (peer - leader - 1 + n->cfg.nnodes) % n->cfg.nnodes < n->quorum - 1;
+}
+
+#endif
