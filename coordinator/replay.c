@@ -16,6 +16,7 @@
 #include "../checker/outcheck.h"
 #include "logger.h"
 #include "node_internal.h"
+#include "replay_internal.h"
 #include "sys.h"
 
 /* How long the server may leave its turn untaken before we skip it: a
@@ -29,83 +30,9 @@
 /* How long a CLOSE waits for our server's output to reach the leader's. */
 #define CLOSE_WAIT_NS (2000 * 1000000ULL)
 #define CLOSE_IDLE_NS (50 * 1000000ULL)	/* ... while it keeps writing */
-#define SCHED_SIZE 8192
 /* Bytes held for the server's in-place reads at most (then we wait for it,
  * as we wait when its socket is full). */
 #define HELD_MAX (8 << 20)
-#define NBUCKETS 4096
-
-enum tap_state { TAP_FREE = 0, TAP_ARMED, TAP_CLAIMED };
-
-/* The server's side of one replay connection. */
-struct replay_tap {
-	uint32_t state;
-	int32_t srv_fd;
-	uint64_t free_bytes;	/* bytes it may read out of turn (their turn was skipped) */
-	uint32_t free_eof;	/* its end of stream may be read out of turn */
-	uint32_t gen;		/* bumped each time the tap is armed for a new connection */
-	uint32_t watched;	/* the server watches it with epoll: bytes may stay with us */
-	int32_t ours;		/* our end of the connection */
-	struct rconn *conn;	/* its connection, for the server's output (out_lock) */
-};
-
-/* One turn of the schedule: the server is to read REMAINING more bytes
- * (ENTRY_RECV) or the end of stream (ENTRY_CLOSE) from TAP. */
-struct turn {
-	struct replay_tap *tap;
-	uint64_t remaining;
-	uint32_t type;
-	uint32_t gen;		/* the tap's generation: turns of an older connection are void */
-	char *data;		/* the bytes, held here for the server (NULL: in the socket) */
-	uint64_t len;
-};
-
-struct rconn {
-	struct viewstamp vs;
-	struct replay *r;
-	int sock;
-	int dead;		/* no socket, or the server dropped it: skip its entries */
-	int eof;		/* we read the end of the server's output */
-	struct replay_tap *tap;
-	uint64_t closed_ns;	/* when its CLOSE was replayed */
-	struct rconn *next;	/* hash chain, then the closing list */
-	struct out_check chk;	/* the server's output against the leader's */
-};
-
-struct replay {
-	struct node *n;
-	struct sockaddr_storage app;	/* the local server's application address */
-	socklen_t app_len;
-	int epfd;
-	struct replay_tap *taps;	/* indexed by our local port */
-	struct rconn *buckets[NBUCKETS];
-	struct rconn *closing;
-
-	/* The schedule: the backup thread appends at tail; the server's
-	 * threads take turns at head (CAS), the backup thread skips stalled ones. */
-	struct turn sched[SCHED_SIZE];
-	uint64_t head, tail;
-	uint64_t stall_head, stall_since;
-	uint32_t waiting;	/* the backup thread waits for the server to take turns */
-	uint64_t held;		/* bytes of turns held here, not yet read */
-	pthread_mutex_t take_lock;	/* an in-place read against a stalled turn's release */
-	int kick_fd;		/* in the server's epoll sets: a held turn is ready */
-	uint32_t server_sleeps;	/* server threads blocked in epoll_wait */
-	/* The output check of a connection, fed by the server's own writes
-	 * (replay_absorb) as well as by the backup thread. */
-	pthread_mutex_t out_lock;
-
-	/* The entry in progress. */
-	uint64_t cur_idx;
-	uint64_t started_ns;
-	uint64_t seen_off, progress_ns;	/* CLOSE: our server's output progress */
-	int phase;
-	size_t sent_off;
-
-	uint64_t port_warn_ns;	/* when we last said no local port was free */
-	char divergence_path[PATH_MAX];
-	char drain_buf[64 * 1024];
-};
 
 struct replay *replay_new(struct node *n)
 {
@@ -184,22 +111,6 @@ static void kick_server(struct replay *r)
 	if (__atomic_fetch_add(&r->server_sleeps, 0, __ATOMIC_SEQ_CST) &&
 	    sys.write(r->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		pr_debug("eventfd: %s", strerror(errno));
-}
-
-/* The turn at the head, or NULL when the schedule is empty. */
-static struct turn *sched_head(struct replay *r, uint64_t *h)
-{
-	*h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-	if (*h == __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE))
-		return NULL;
-	return &r->sched[*h % SCHED_SIZE];
-}
-
-static void sched_advance(struct replay *r, uint64_t h)
-{
-	if (__atomic_compare_exchange_n(&r->head, &h, h + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
-	    __atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
-		r->n->ops->wake(r->n->tp);
 }
 
 /* --- Connections --- */
@@ -715,179 +626,4 @@ int replay_maintain(struct replay *r)
 		}
 	}
 	return sched_head(r, &h) != NULL;
-}
-
-/* --- The server's side (called from the shim) --- */
-
-struct replay_tap *replay_tap_claim(struct replay *r, int fd, const void *peer_sockaddr,
-				    uint16_t peer_port)
-{
-	const struct sockaddr *pa = peer_sockaddr;
-	struct replay_tap *t = &r->taps[peer_port];
-	uint32_t armed = TAP_ARMED;
-
-	/* Our replay sockets are bound to the server's own address. */
-	if (pa->sa_family != r->app.ss_family)
-		return NULL;
-	if (pa->sa_family == AF_INET &&
-	    ((const struct sockaddr_in *)pa)->sin_addr.s_addr !=
-		    ((struct sockaddr_in *)&r->app)->sin_addr.s_addr)
-		return NULL;
-	if (pa->sa_family == AF_INET6 &&
-	    memcmp(&((const struct sockaddr_in6 *)pa)->sin6_addr,
-		   &((struct sockaddr_in6 *)&r->app)->sin6_addr, sizeof(struct in6_addr)))
-		return NULL;
-	/* Pairs with the release store of TAP_ARMED in open_replay_socket(). */
-	if (!__atomic_compare_exchange_n(&t->state, &armed, TAP_CLAIMED, 0, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE))
-		return NULL;
-	t->srv_fd = fd;
-	return t;
-}
-
-size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want)
-{
-	uint64_t free = __atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE), h;
-	struct turn *s;
-
-	if (free)
-		return want < free ? want : (size_t)free;
-	if (__atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
-		return want;
-	s = sched_head(r, &h);
-	if (!s || s->tap != t || s->gen != t->gen)
-		return 0;
-	if (s->type == ENTRY_CLOSE)
-		return want;
-	return want < s->remaining ? want : (size_t)s->remaining;
-}
-
-void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n)
-{
-	uint64_t free = __atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE), h;
-	struct turn *s;
-
-	if (n > 0 && free) {
-		uint64_t k = (uint64_t)n < free ? (uint64_t)n : free;
-		__atomic_sub_fetch(&t->free_bytes, k, __ATOMIC_RELEASE);
-		n -= (ssize_t)k;
-		if (!n)
-			return;
-	}
-	s = sched_head(r, &h);
-	if (!s || s->tap != t || s->gen != t->gen)
-		return;
-	if (s->type == ENTRY_RECV && n > 0) {
-		s->remaining -= (uint64_t)n < s->remaining ? (uint64_t)n : s->remaining;
-		if (!s->remaining)
-			sched_advance(r, h);
-	} else if (s->type == ENTRY_CLOSE && n == 0) {
-		sched_advance(r, h);
-	}
-}
-
-void replay_tap_close(struct replay *r, struct replay_tap *t)
-{
-	__atomic_store_n(&t->state, TAP_FREE, __ATOMIC_RELEASE);
-	if (__atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
-		r->n->ops->wake(r->n->tp);
-}
-
-/* --- In-place reads (the server watches a replay connection with epoll) --- */
-
-int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt,
-		ssize_t *ret)
-{
-	uint64_t h;
-	struct turn *s;
-	size_t done;
-
-	if (__atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE) ||
-	    __atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
-		return 0;
-	s = sched_head(r, &h);
-	if (!s || s->tap != t || s->gen != t->gen || !s->data)
-		return 0;
-	pthread_mutex_lock(&r->take_lock);
-	/* The backup thread may have skipped it meanwhile. */
-	if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != h || !s->remaining) {
-		pthread_mutex_unlock(&r->take_lock);
-		return 0;
-	}
-	done = iov_scatter(iov, iovcnt, s->data + (s->len - s->remaining), s->remaining);
-	s->remaining -= done;
-	__atomic_sub_fetch(&r->held, done, __ATOMIC_RELEASE);
-	if (!s->remaining)
-		sched_advance(r, h);
-	pthread_mutex_unlock(&r->take_lock);
-	*ret = (ssize_t)done;
-	return 1;
-}
-
-int replay_ready_fds(struct replay *r, int *fds, int cap)
-{
-	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-	uint64_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-	int n = 0;
-
-	for (; h != t && n < cap; h++) {
-		const struct turn *s = &r->sched[h % SCHED_SIZE];
-		if (!s->data || s->gen != s->tap->gen ||
-		    __atomic_load_n(&s->tap->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED)
-			break;
-		for (int i = 0; i < n; i++)
-			if (fds[i] == s->tap->srv_fd)
-				return n;	/* its next turn waits for this one */
-		fds[n++] = s->tap->srv_fd;
-	}
-	return n;
-}
-
-void replay_tap_watch(struct replay_tap *t, int on)
-{
-	__atomic_store_n(&t->watched, (uint32_t)!!on, __ATOMIC_RELEASE);
-}
-
-int replay_kick_fd(struct replay *r)
-{
-	return r->kick_fd;
-}
-
-int replay_server_sleep(struct replay *r)
-{
-	int fd;
-
-	__atomic_add_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
-	if (!replay_ready_fds(r, &fd, 1))
-		return 1;
-	__atomic_sub_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
-	return 0;
-}
-
-void replay_server_awake(struct replay *r)
-{
-	uint64_t n;
-
-	__atomic_sub_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
-	if (sys.read(r->kick_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-		pr_debug("eventfd: %s", strerror(errno));
-}
-
-int replay_absorb(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt)
-{
-	struct rconn *c;
-
-	if (!r->n->cfg.replay_in_place)
-		return 0;
-	pthread_mutex_lock(&r->out_lock);
-	c = t->conn;
-	if (!c || __atomic_load_n(&c->dead, __ATOMIC_RELAXED) ||
-	    __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED) {
-		pthread_mutex_unlock(&r->out_lock);
-		return 0;
-	}
-	for (int i = 0; i < iovcnt && r->n->cfg.checker; i++)
-		out_check_absorb(&c->chk, iov[i].iov_base, iov[i].iov_len);
-	pthread_mutex_unlock(&r->out_lock);
-	return 1;
 }

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../coordinator/logger.h"
-#include "../coordinator/replay.h"
+#include "../coordinator/turns.h"
 #include "shim.h"
 
 static int port_of(const struct sockaddr_storage *ss)

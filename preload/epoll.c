@@ -5,7 +5,7 @@
  * here too) and sets that watch no replicated connection pass through. */
 #include <errno.h>
 
-#include "../coordinator/replay.h"
+#include "../coordinator/turns.h"
 #include "shim.h"
 
 int epoll_wants_input(int epfd, const struct fd_slot *s, int kind)

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 
-#include "../coordinator/replay.h"
+#include "../coordinator/turns.h"
 #include "shim.h"
 
 static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcnt, ssize_t n)

@@ -7,7 +7,7 @@
 #include <limits.h>
 
 #include "../coordinator/entry.h"
-#include "../coordinator/replay.h"
+#include "../coordinator/turns.h"
 #include "shim.h"
 
 #define RECORDS_PER_ENTRY 32

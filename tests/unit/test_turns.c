@@ -1,5 +1,5 @@
-/* The backup's turn schedule (coordinator/replay.h), driven as the shim
- * drives it from the server's side: a listening socket of this process
+/* The backup's turn schedule (coordinator/replay.h, turns.h), driven as
+ * the shim drives it from the server's side: a listening socket of this process
  * is "the server", replay_exec() feeds it committed entries.
  *
  * Socket path: a read of a connection whose turn it is not gets nothing
@@ -23,6 +23,7 @@
 
 #include "coordinator/node_internal.h"
 #include "coordinator/replay.h"
+#include "coordinator/turns.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 

@@ -1,0 +1,110 @@
+/* Replay's state, shared by its two sides: the role thread's (replay.c:
+ * connections, the schedule's tail, housekeeping) and the server's
+ * (turns.c: the shim takes turns at the schedule's head).  Only those two
+ * files include it. */
+#ifndef APUS_REPLAY_INTERNAL_H
+#define APUS_REPLAY_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "../checker/outcheck.h"
+#include "entry.h"
+#include "node_internal.h"
+
+#define SCHED_SIZE 8192
+#define NBUCKETS 4096
+
+enum tap_state { TAP_FREE = 0, TAP_ARMED, TAP_CLAIMED };
+
+/* The server's side of one replay connection. */
+struct replay_tap {
+	uint32_t state;
+	int32_t srv_fd;
+	uint64_t free_bytes;	/* bytes it may read out of turn (their turn was skipped) */
+	uint32_t free_eof;	/* its end of stream may be read out of turn */
+	uint32_t gen;		/* bumped each time the tap is armed for a new connection */
+	uint32_t watched;	/* the server watches it with epoll: bytes may stay with us */
+	int32_t ours;		/* our end of the connection */
+	struct rconn *conn;	/* its connection, for the server's output (out_lock) */
+};
+
+/* One turn of the schedule: the server is to read REMAINING more bytes
+ * (ENTRY_RECV) or the end of stream (ENTRY_CLOSE) from TAP. */
+struct turn {
+	struct replay_tap *tap;
+	uint64_t remaining;
+	uint32_t type;
+	uint32_t gen;		/* the tap's generation: turns of an older connection are void */
+	char *data;		/* the bytes, held here for the server (NULL: in the socket) */
+	uint64_t len;
+};
+
+struct rconn {
+	struct viewstamp vs;
+	struct replay *r;
+	int sock;
+	int dead;		/* no socket, or the server dropped it: skip its entries */
+	int eof;		/* we read the end of the server's output */
+	struct replay_tap *tap;
+	uint64_t closed_ns;	/* when its CLOSE was replayed */
+	struct rconn *next;	/* hash chain, then the closing list */
+	struct out_check chk;	/* the server's output against the leader's */
+};
+
+struct replay {
+	struct node *n;
+	struct sockaddr_storage app;	/* the local server's application address */
+	socklen_t app_len;
+	int epfd;
+	struct replay_tap *taps;	/* indexed by our local port */
+	struct rconn *buckets[NBUCKETS];
+	struct rconn *closing;
+
+	/* The schedule: the backup thread appends at tail; the server's
+	 * threads take turns at head (CAS), the backup thread skips stalled ones. */
+	struct turn sched[SCHED_SIZE];
+	uint64_t head, tail;
+	uint64_t stall_head, stall_since;
+	uint32_t waiting;	/* the backup thread waits for the server to take turns */
+	uint64_t held;		/* bytes of turns held here, not yet read */
+	pthread_mutex_t take_lock;	/* an in-place read against a stalled turn's release */
+	int kick_fd;		/* in the server's epoll sets: a held turn is ready */
+	uint32_t server_sleeps;	/* server threads blocked in epoll_wait */
+	/* The output check of a connection, fed by the server's own writes
+	 * (replay_absorb) as well as by the backup thread. */
+	pthread_mutex_t out_lock;
+
+	/* The entry in progress. */
+	uint64_t cur_idx;
+	uint64_t started_ns;
+	uint64_t seen_off, progress_ns;	/* CLOSE: our server's output progress */
+	int phase;
+	size_t sent_off;
+
+	uint64_t port_warn_ns;	/* when we last said no local port was free */
+	char divergence_path[PATH_MAX];
+	char drain_buf[64 * 1024];
+};
+
+/* The turn at the head, or NULL when the schedule is empty. */
+static inline struct turn *sched_head(struct replay *r, uint64_t *h)
+{
+	*h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	if (*h == __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE))
+		return NULL;
+	return &r->sched[*h % SCHED_SIZE];
+}
+
+/* Moves the head past turn H unless another thread did, and wakes the
+ * role thread when it waits for the server to take turns. */
+static inline void sched_advance(struct replay *r, uint64_t h)
+{
+	if (__atomic_compare_exchange_n(&r->head, &h, h + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
+	    __atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
+		r->n->ops->wake(r->n->tp);
+}
+
+#endif

@@ -1,0 +1,188 @@
+/* The server's side of replay, called by the shim from the server's
+ * threads (turns.h): claims of replay connections, the gate on their
+ * reads, in-place reads and writes, and the server's sleep in epoll_wait. */
+#define LOG_PREFIX "turns: "
+#include "turns.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "logger.h"
+#include "replay_internal.h"
+#include "sys.h"
+
+struct replay_tap *replay_tap_claim(struct replay *r, int fd, const void *peer_sockaddr,
+				    uint16_t peer_port)
+{
+	const struct sockaddr *pa = peer_sockaddr;
+	struct replay_tap *t = &r->taps[peer_port];
+	uint32_t armed = TAP_ARMED;
+
+	/* Our replay sockets are bound to the server's own address. */
+	if (pa->sa_family != r->app.ss_family)
+		return NULL;
+	if (pa->sa_family == AF_INET &&
+	    ((const struct sockaddr_in *)pa)->sin_addr.s_addr !=
+		    ((struct sockaddr_in *)&r->app)->sin_addr.s_addr)
+		return NULL;
+	if (pa->sa_family == AF_INET6 &&
+	    memcmp(&((const struct sockaddr_in6 *)pa)->sin6_addr,
+		   &((struct sockaddr_in6 *)&r->app)->sin6_addr, sizeof(struct in6_addr)))
+		return NULL;
+	/* Pairs with the release store of TAP_ARMED in open_replay_socket(). */
+	if (!__atomic_compare_exchange_n(&t->state, &armed, TAP_CLAIMED, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		return NULL;
+	t->srv_fd = fd;
+	return t;
+}
+
+size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want)
+{
+	uint64_t free = __atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE), h;
+	struct turn *s;
+
+	if (free)
+		return want < free ? want : (size_t)free;
+	if (__atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
+		return want;
+	s = sched_head(r, &h);
+	if (!s || s->tap != t || s->gen != t->gen)
+		return 0;
+	if (s->type == ENTRY_CLOSE)
+		return want;
+	return want < s->remaining ? want : (size_t)s->remaining;
+}
+
+void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n)
+{
+	uint64_t free = __atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE), h;
+	struct turn *s;
+
+	if (n > 0 && free) {
+		uint64_t k = (uint64_t)n < free ? (uint64_t)n : free;
+		__atomic_sub_fetch(&t->free_bytes, k, __ATOMIC_RELEASE);
+		n -= (ssize_t)k;
+		if (!n)
+			return;
+	}
+	s = sched_head(r, &h);
+	if (!s || s->tap != t || s->gen != t->gen)
+		return;
+	if (s->type == ENTRY_RECV && n > 0) {
+		s->remaining -= (uint64_t)n < s->remaining ? (uint64_t)n : s->remaining;
+		if (!s->remaining)
+			sched_advance(r, h);
+	} else if (s->type == ENTRY_CLOSE && n == 0) {
+		sched_advance(r, h);
+	}
+}
+
+void replay_tap_close(struct replay *r, struct replay_tap *t)
+{
+	__atomic_store_n(&t->state, TAP_FREE, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
+		r->n->ops->wake(r->n->tp);
+}
+
+/* --- In-place reads (the server watches a replay connection with epoll) --- */
+
+int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt,
+		ssize_t *ret)
+{
+	uint64_t h;
+	struct turn *s;
+	size_t done;
+
+	if (__atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
+		return 0;
+	s = sched_head(r, &h);
+	if (!s || s->tap != t || s->gen != t->gen || !s->data)
+		return 0;
+	pthread_mutex_lock(&r->take_lock);
+	/* The backup thread may have skipped it meanwhile. */
+	if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != h || !s->remaining) {
+		pthread_mutex_unlock(&r->take_lock);
+		return 0;
+	}
+	done = iov_scatter(iov, iovcnt, s->data + (s->len - s->remaining), s->remaining);
+	s->remaining -= done;
+	__atomic_sub_fetch(&r->held, done, __ATOMIC_RELEASE);
+	if (!s->remaining)
+		sched_advance(r, h);
+	pthread_mutex_unlock(&r->take_lock);
+	*ret = (ssize_t)done;
+	return 1;
+}
+
+int replay_ready_fds(struct replay *r, int *fds, int cap)
+{
+	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	uint64_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	int n = 0;
+
+	for (; h != t && n < cap; h++) {
+		const struct turn *s = &r->sched[h % SCHED_SIZE];
+		if (!s->data || s->gen != s->tap->gen ||
+		    __atomic_load_n(&s->tap->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED)
+			break;
+		for (int i = 0; i < n; i++)
+			if (fds[i] == s->tap->srv_fd)
+				return n;	/* its next turn waits for this one */
+		fds[n++] = s->tap->srv_fd;
+	}
+	return n;
+}
+
+void replay_tap_watch(struct replay_tap *t, int on)
+{
+	__atomic_store_n(&t->watched, (uint32_t)!!on, __ATOMIC_RELEASE);
+}
+
+int replay_kick_fd(struct replay *r)
+{
+	return r->kick_fd;
+}
+
+int replay_server_sleep(struct replay *r)
+{
+	int fd;
+
+	__atomic_add_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
+	if (!replay_ready_fds(r, &fd, 1))
+		return 1;
+	__atomic_sub_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+void replay_server_awake(struct replay *r)
+{
+	uint64_t n;
+
+	__atomic_sub_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
+	if (sys.read(r->kick_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		pr_debug("eventfd: %s", strerror(errno));
+}
+
+int replay_absorb(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt)
+{
+	struct rconn *c;
+
+	if (!r->n->cfg.replay_in_place)
+		return 0;
+	pthread_mutex_lock(&r->out_lock);
+	c = t->conn;
+	if (!c || __atomic_load_n(&c->dead, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED) {
+		pthread_mutex_unlock(&r->out_lock);
+		return 0;
+	}
+	for (int i = 0; i < iovcnt && r->n->cfg.checker; i++)
+		out_check_absorb(&c->chk, iov[i].iov_base, iov[i].iov_len);
+	pthread_mutex_unlock(&r->out_lock);
+	return 1;
+}

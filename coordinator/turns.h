@@ -1,0 +1,86 @@
+/* The server's side of replay: the one contract between the shim and a
+ * node's replay (replay.h is the role thread's side).  A backup's role
+ * thread sends each committed entry to the local server over a loopback
+ * replay connection and appends a turn to a schedule; the shim, inside
+ * the server, makes the server take the turns in schedule order, which is
+ * the log's order.
+ *
+ * Who calls what, from which threads.  Every call below is made by the
+ * shim from one of the server's own threads (any of them; never from the
+ * node's role thread), with R the node's replay (node_replay()):
+ *   accept()     replay_tap_claim: is the new fd one of ours?  Its tap is
+ *                then the fd's for the connection's life.
+ *   a read of a replay connection, in this order: replay_take (in place:
+ *                the turn's bytes are held here; if it serves the read,
+ *                nothing else is called), else replay_gate before the
+ *                socket read (how much may be read now; 0: EAGAIN) and
+ *                replay_tap_read after it with what it got (bytes, or 0
+ *                for end of stream), before the next gate of that tap.
+ *   a write      replay_absorb: in place, the output goes to the check.
+ *   epoll_ctl()  replay_tap_watch (the shim's read-ahead lock held) and,
+ *                once per set, replay_kick_fd into the server's set.
+ *   epoll_wait() replay_ready_fds: what to report ready; before blocking
+ *                replay_server_sleep, and replay_server_awake after
+ *                blocking if it said to block.
+ *   close()      replay_tap_close.
+ *
+ * What the order guarantees.  A read of a replay connection gets bytes
+ * only when that connection's turn is at the head of the schedule, and no
+ * more than the turn holds; its end of stream is a turn of its own; so the
+ * server consumes the entries exactly in log order, per connection and
+ * across connections, without a handshake per entry.  A turn advances the
+ * head when it is taken whole (from whichever thread took it; the head
+ * moves by CAS), and wakes the role thread when it waits for the server.
+ * The role thread skips turns of taps the server closed, and a turn left
+ * untaken for long (it logs that: those bytes may then be read out of
+ * turn).  The calls never block, but replay_take and replay_absorb take a
+ * short lock shared with the role thread. */
+#ifndef APUS_TURNS_H
+#define APUS_TURNS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct replay;
+struct replay_tap;
+
+/* The server accepted FD from PEER_ADDR:PEER_PORT; returns its tap if it is
+ * one of our replay connections, NULL for anybody else. */
+struct replay_tap *replay_tap_claim(struct replay *r, int fd, const void *peer_sockaddr,
+				    uint16_t peer_port);
+/* Before the server reads a replay connection: how many bytes it may read
+ * now (at most WANT); 0 when it is not this connection's turn. */
+size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want);
+/* After it read: N > 0 bytes, or end of stream (N == 0). */
+void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n);
+/* The server closed its end. */
+void replay_tap_close(struct replay *r, struct replay_tap *t);
+
+/* In-place reads.  Once the server watches a replay connection with epoll
+ * (ON), the backup thread keeps the connection's bytes here instead of
+ * sending them through the socket, and the shim serves the server's reads
+ * from here and reports the connection ready itself. */
+void replay_tap_watch(struct replay_tap *t, int on);
+/* A read of T when its turn's bytes are held here: copies them into IOV,
+ * returns 1 with *RET set; 0 when the read takes the socket path. */
+int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt,
+		ssize_t *ret);
+/* The server writes IOV on replay connection T: fed to the output check
+ * here rather than through the socket.  1 if taken (the write succeeded
+ * whole), 0 for the socket path (the connection is gone). */
+int replay_absorb(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt);
+/* The server's fds whose held turns come next, in turn order (each taken
+ * whole frees the next): at most CAP, stopping before a second turn of
+ * one fd.  Returns how many. */
+int replay_ready_fds(struct replay *r, int *fds, int cap);
+/* The eventfd to put in the server's epoll sets: readable when a held turn
+ * may have become ready while the server slept. */
+int replay_kick_fd(struct replay *r);
+/* Before a server thread blocks in epoll_wait: 1 to block (it will be
+ * kicked), 0 when a held turn is ready already.  After blocking: awake. */
+int replay_server_sleep(struct replay *r);
+void replay_server_awake(struct replay *r);
+
+#endif
