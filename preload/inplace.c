@@ -1,8 +1,8 @@
-/* In-place reads on a backup.  Once the server watches a replay connection
- * with epoll, the backup thread holds the connection's bytes instead of
- * sending them through the socket (replay.h): the server's read copies
- * them from there, and its epoll_wait() reports ready the connection whose
- * turn it is.  A server blocked in epoll_wait() is woken through an
+/* In-place reads on a backup, the epoll side.  Once the server watches a
+ * replay connection with epoll, the backup thread holds the connection's
+ * bytes instead of sending them through the socket (turns.h): the server's
+ * read copies them from there (input.c calls replay_take), and its
+ * epoll_wait() reports ready the connection whose turn it is (here).  A server blocked in epoll_wait() is woken through an
  * eventfd we put in its set; its events never reach the server.  No
  * socket, no copy in the kernel, no wake-up of the server for a
  * connection that may not be read yet. */
@@ -106,9 +106,4 @@ int inplace_drop_kicks(struct epoll_event *ev, int n)
 	if (kicked && read(replay_kick_fd(node_replay(shim_node)), &v, sizeof(v)) != sizeof(v))
 		v = 0;
 	return n;
-}
-
-int inplace_take(struct fd_slot *s, const struct iovec *iov, int iovcnt, ssize_t *ret)
-{
-	return replay_take(node_replay(shim_node), s->tap, iov, iovcnt, ret);
 }

@@ -68,10 +68,10 @@ static int served_here(int fd, struct fd_slot *s, const struct iovec *iov, int i
 		       ssize_t *ret)
 {
 	if (s->kind == FD_REPLAY) {
-		/* Backup: a turn held for the server (inplace.c); a peek leaves it. */
+		/* Backup: a turn held for the server (turns.h); a peek leaves it. */
 		if ((flags & MSG_PEEK) || !iov_total(iov, iovcnt))
 			return 0;
-		return inplace_take(s, iov, iovcnt, ret);
+		return replay_take(node_replay(shim_node), s->tap, iov, iovcnt, ret);
 	}
 	return readahead_take(fd, s, iov, iovcnt, flags & MSG_PEEK, ret);
 }

@@ -73,12 +73,11 @@ int readahead_wait(int epfd, struct epoll_event *ev, int max, int timeout,
 void readahead_lock(void);
 void readahead_unlock(void);
 
-/* Backup (inplace.c): its epoll_wait(); a read served from a held turn
- * (1 with *RET set, or 0: the socket path); EPFD of SET watches a replay
- * connection: our eventfd joins it. */
+/* Backup (inplace.c): its epoll_wait(); EPFD of SET watches a replay
+ * connection: our eventfd joins it.  (A read served from a held turn is
+ * turns.h's replay_take.) */
 int inplace_wait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *sigmask,
 		 real_wait_fn wait);
-int inplace_take(struct fd_slot *s, const struct iovec *iov, int iovcnt, ssize_t *ret);
 void inplace_set_watches(int epfd, struct fd_slot *set);
 /* Drops our eventfd's events from EV[0..n) (draining it); the new count. */
 int inplace_drop_kicks(struct epoll_event *ev, int n);
