@@ -20,9 +20,7 @@
 #include <stdint.h>
 
 #include "config.h"
-
-#define SEED_FILE "apus.seed"
-#define SNAPSHOT_FILE "apus.snapshot"
+#include "region.h"	/* SEED_FILE, SNAPSHOT_FILE */
 
 struct recovery_point {
 	uint64_t index;		/* the last entry the snapshot holds (0: none) */

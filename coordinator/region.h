@@ -21,6 +21,10 @@
 #define REGION_CTL_SIZE 4096
 #define REGION_FILE "apus.region"
 #define WAL_FILE "apus.wal"
+/* A node's recovery point in its data_dir (recovery.h): the snapshot and
+ * the entry it stands at. */
+#define SNAPSHOT_FILE "apus.snapshot"
+#define SEED_FILE "apus.seed"
 
 enum node_role {
 	ROLE_DOWN = 0,
