@@ -159,16 +159,23 @@ function rebuild_left_behind() {
 @test "nodes whose snapshots no longer reach their log never elect each other; the one that can leads, the others are rebuilt" {
 	fill 30000
 	wait_digests_equal "$CONF" 60
-	local before keys n j able=-1 unable=()
+	local before keys n j able bs unable=()
 	read -r _ before keys < <(digests "$CONF" | head -n 1)
+	# The one that keeps its recovery point is the leader, stopped last so
+	# that its log stays the newest: stopped first, the others would elect
+	# one of them (a NOOP of a newer view), and a node with an older log
+	# rightly wins no vote from them: nobody could lead.
+	able=$(leader_id)
+	[ -n "$able" ] || fail "no leader before the stop: $(status_json)"
+	bs=$(all_backups) || fail "not every other node is a backup: $(status_json)"
+	for n in $bs; do
+		timeout 60 "$APUS" stop --config "$CONF" --node "$n" >/dev/null 3>&-
+	done
 	stop_cluster "$CONF"
 	# Two nodes lose their recovery points: with a log that wrapped, their
 	# servers can no longer be rebuilt from what they hold.
 	for n in $(conf_nodes "$CONF"); do
-		if [ "$able" -lt 0 ]; then
-			able=$n
-			continue
-		fi
+		[ "$n" = "$able" ] && continue
 		unable+=("$n")
 		rm -f "$(data_dir "$n")/apus.snapshot" "$(data_dir "$n")/apus.seed"
 	done
