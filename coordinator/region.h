@@ -136,6 +136,26 @@ struct log_hint {
 
 #define STATUS_LAT_BUCKETS 15
 
+/* One finished output check of a replayed connection (coordinator/checks.h):
+ * the leader's final mark against this replica's output.  Written by the
+ * node's replay only; `seq` is published last and cleared first, so a
+ * reader that sees the same nonzero seq before and after copying the rest
+ * holds a whole entry. */
+struct check_result {
+	uint64_t seq;		/* the check's number (1, 2, ...); 0 while being written */
+	uint64_t conn_view, conn_idx;	/* the connection's viewstamp */
+	uint64_t leader_off, leader_crc;	/* the leader's whole output: length, CRC-64 */
+	/* Equal: leader_off; differs: the mark where the difference showed
+	 * (it lies in the OUT_FOLD bytes before); incomplete: how much this
+	 * replica's server wrote.  replica_crc: its CRC-64 there. */
+	uint64_t at;
+	uint64_t replica_crc;
+	uint32_t verdict;	/* enum out_verdict (checker/outcheck.h) */
+	uint32_t pad;
+};
+
+#define CHECKS_KEEP 8	/* the last checks kept (the control page has no room for many) */
+
 /* Written by this node only, read by the CLI. */
 struct node_status {
 	uint64_t pid;
@@ -191,6 +211,11 @@ struct node_status {
 	uint64_t elections_lost;	/* stood (past the pre-vote) without winning */
 	uint64_t leader_changes;	/* newer views with a known leader seen after the first */
 	uint64_t sent_bytes[APUS_MAX_NODES];	/* bytes of writes into each peer's region */
+	/* Backup: its last finished output checks, check[(seq - 1) %
+	 * CHECKS_KEEP]; `checks` counts them (published after the entry),
+	 * for apus verify. */
+	uint64_t checks;
+	struct check_result check[CHECKS_KEEP];
 };
 
 /* The guard's checkpoint handshake (coordinator/checkpoint.c): the guard

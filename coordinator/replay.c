@@ -14,6 +14,7 @@
 
 #include "../checker/divergence.h"
 #include "../checker/outcheck.h"
+#include "checks.h"
 #include "logger.h"
 #include "node_internal.h"
 #include "replay_internal.h"
@@ -205,6 +206,8 @@ static void conn_free(struct replay *r, struct rconn *c)
 	/* Only a complete output can be held against the leader's whole one. */
 	if (c->eof && r->n->cfg.checker)
 		out_check_finish(&c->chk);
+	if (r->n->cfg.checker)
+		checks_record(&r->n->ctl->status, c->vs.view, c->vs.idx, &c->chk, c->eof);
 	pthread_mutex_unlock(&r->out_lock);
 	if (c->sock >= 0)
 		sys.close(c->sock);
