@@ -244,6 +244,20 @@ struct ckpt_words {
 	uint64_t image_bytes;
 };
 
+/* apus verify's question to a node, and the node's answer
+ * (coordinator/checks.h).  The CLI writes want_*: "record the check of a
+ * connection whose leader's final mark is (want_off, want_crc) here too",
+ * want_seq (the question's number; 0: none) last.  The node writes
+ * `answered` (the question it answers) and `answer` under answer.seq, as
+ * an entry of status.check is written, with that check's number. */
+struct verify_words {
+	uint64_t want_off;	/* CLI */
+	uint64_t want_crc;	/* CLI */
+	uint64_t want_seq;	/* CLI */
+	uint64_t answered;	/* node */
+	struct check_result answer;	/* node */
+};
+
 struct region_ctl {
 	uint64_t magic;
 	uint32_t version;
@@ -282,6 +296,8 @@ struct region_ctl {
 	struct node_status status;
 
 	struct ckpt_words ckpt;
+
+	struct verify_words verify;
 
 	/* The data directory whose apus.region link names this file (empty
 	 * when too long): a file in region_dir that no link names any more

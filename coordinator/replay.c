@@ -207,7 +207,7 @@ static void conn_free(struct replay *r, struct rconn *c)
 	if (c->eof && r->n->cfg.checker)
 		out_check_finish(&c->chk);
 	if (r->n->cfg.checker)
-		checks_record(&r->n->ctl->status, c->vs.view, c->vs.idx, &c->chk, c->eof);
+		checks_record(r->n->ctl, c->vs.view, c->vs.idx, &c->chk, c->eof);
 	pthread_mutex_unlock(&r->out_lock);
 	if (c->sock >= 0)
 		sys.close(c->sock);
