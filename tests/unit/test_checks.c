@@ -133,7 +133,8 @@ int main(void)
 		}
 	}
 	pthread_join(w, NULL);
-	CHECK(checks_count(st) == WRITES, "count %llu after the race", (unsigned long long)checks_count(st));
+	CHECK(checks_count(st) == WRITES, "count %llu after the race",
+	      (unsigned long long)checks_count(st));
 	CHECK(good > 0, "the racing reader never read a whole entry");
 	printf("racing reader: %llu whole copies, %llu refused as torn\n", (unsigned long long)good,
 	       (unsigned long long)torn);
