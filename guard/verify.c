@@ -617,6 +617,39 @@ static int sweep_once(struct watches *ws, uint64_t view, const char *sweep, size
 	}
 }
 
+/* Whether a node gave no verdict because ours may have gone by unseen. */
+static int missed_any(const struct watches *ws)
+{
+	for (int i = 0; i < ws->cfg->nnodes; i++)
+		if (i != ws->leader && ws->w[i].res == R_NONE && ws->w[i].missed)
+			return 1;
+	return 0;
+}
+
+/* Prints what each node said; the exit status: 0 when the leader and every
+ * live backup answered the same and they are a majority, else 1. */
+static int report(const struct cli *c, const struct watches *ws, uint64_t view, uint64_t commit,
+		  const struct reply *rep, int timeout_ms)
+{
+	int agree = 1, equal = 1;
+
+	for (int i = 0; i < c->cfg.nnodes; i++) {
+		if (i == ws->leader)
+			continue;
+		if (ws->w[i].res == R_EQUAL)
+			agree++;
+		else if (ws->w[i].res != R_DOWN)
+			equal = 0;	/* differs, or live without a verdict */
+	}
+	if (agree < config_quorum(&c->cfg))
+		equal = 0;
+	if (c->json)
+		print_json(&c->cfg, ws->leader, view, commit, rep, ws->w, equal, agree);
+	else
+		print_text(&c->cfg, ws->leader, commit, rep, ws->w, timeout_ms);
+	return equal ? 0 : 1;
+}
+
 int cmd_verify(int argc, char **argv)
 {
 	char *rest1[64], *rest[64], *sweep = NULL, *end;
@@ -625,7 +658,7 @@ int cmd_verify(int argc, char **argv)
 	struct reply rep;
 	struct cli c;
 	uint64_t view = 0, deadline, commit = 0;
-	int n1, n, rc, leader = -1, timeout_ms = DEFAULT_TIMEOUT_MS;
+	int n1, n, rc, leader = -1, attempt = 0, timeout_ms = DEFAULT_TIMEOUT_MS;
 	size_t len = 0;
 
 	/* --cmd and --timeout (whose default differs) are this command's own. */
@@ -663,47 +696,22 @@ int cmd_verify(int argc, char **argv)
 			leader = i;
 	if ((rc = read_sweep(&c, cmd, leader >= 0 ? leader : 0, &sweep, &len)))
 		return rc;
-	memset(&ws, 0, sizeof(ws));
-	ws.cfg = &c.cfg;
-	ws.leader = leader;
 	if (leader < 0) {
 		cli_error("verify: no node of this host leads (apus status --config %s says why)",
 			  c.cfg.path);
 		free(sweep);
 		return 1;
 	}
+	memset(&ws, 0, sizeof(ws));
+	ws.cfg = &c.cfg;
+	ws.leader = leader;
 	/* A verdict that went by unseen (a node busy with many short
-	 * connections) is looked for again with a new sweep. */
-	for (int attempt = 1;; attempt++) {
-		int missed = 0;
-
-		if (sweep_once(&ws, view, sweep, len, deadline, &rep, &commit)) {
-			rc = 1;
-			goto out;
-		}
-		for (int i = 0; i < c.cfg.nnodes; i++)
-			missed |= i != leader && ws.w[i].res == R_NONE && ws.w[i].missed;
-		if (!missed || attempt == ATTEMPTS || cli_mono_ms() >= deadline)
-			break;
-	}
-
-	int agree = 1, equal = 1;
-	for (int i = 0; i < c.cfg.nnodes; i++) {
-		if (i == leader)
-			continue;
-		if (ws.w[i].res == R_EQUAL)
-			agree++;
-		else if (ws.w[i].res != R_DOWN)
-			equal = 0;	/* differs, or live without a verdict */
-	}
-	if (agree < config_quorum(&c.cfg))
-		equal = 0;
-	if (c.json)
-		print_json(&c.cfg, leader, view, commit, &rep, ws.w, equal, agree);
-	else
-		print_text(&c.cfg, leader, commit, &rep, ws.w, timeout_ms);
-	rc = equal ? 0 : 1;
-out:
+	 * connections, and ours not asked) is looked for with a new sweep. */
+	do
+		rc = sweep_once(&ws, view, sweep, len, deadline, &rep, &commit);
+	while (!rc && ++attempt < ATTEMPTS && missed_any(&ws) && cli_mono_ms() < deadline);
+	if (!rc)
+		rc = report(&c, &ws, view, commit, &rep, timeout_ms);
 	for (int i = 0; i < c.cfg.nnodes; i++)
 		watch_end(&ws.w[i]);
 	free(sweep);
