@@ -18,6 +18,7 @@ PKGS=(
 	man-db groff-base bsdextrautils
 	curl python3 systemd
 	etcd-server etcd-client gnuplot-nox
+	mariadb-server mariadb-client sysbench
 )
 
 log() { echo "install-deps: $*"; }
@@ -81,6 +82,15 @@ for p in "${missing[@]}"; do
 	log "stopping the system etcd service, if any"
 	"${SUDO[@]}" service etcd stop >/dev/null 2>&1 || true
 	pkill -x etcd 2>/dev/null || true
+done
+
+# And for MariaDB's (apps/mariadb starts its own replicas on 3307-3309 and
+# the tests on 20101-20103; the system one on 3306 only costs memory). The
+# machine may not run systemd: `service` is enough, and its failure is not.
+for p in "${missing[@]}"; do
+	[ "$p" = mariadb-server ] || continue
+	log "stopping the system mariadb service, if any"
+	"${SUDO[@]}" service mariadb stop >/dev/null 2>&1 || true
 done
 
 install_criu
