@@ -5,7 +5,8 @@
 # col is in bsdextrautils), curl and python3 (metrics.bats scrapes, and holds
 # a port), systemd (install.bats: systemd-analyze verify; nothing is started),
 # and what the benchmark suite compares against or
-# draws with (etcd, gnuplot). Idempotent: does nothing when all are present.
+# draws with (etcd, gnuplot), and apps/mariadb's server, client and sysbench.
+# Idempotent: does nothing when all are present.
 set -euo pipefail
 
 PKGS=(
