@@ -8,11 +8,49 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include "clock.h"
+#include "futex.h"
 #include "logger.h"
 #include "replay_internal.h"
 #include "sys.h"
+
+/* A read that is not its connection's turn, on a connection no epoll set
+ * watches: how long a non-blocking one waits for the turn before EAGAIN,
+ * and the slices a blocking one sleeps in. */
+#define GATE_WAIT_NS (10 * 1000000ULL)
+#define GATE_SLICE_US 1000
+
+/* thread_order = requests: the turn this thread took last, whose request
+ * may still run (the head stays on it until the thread asks for input). */
+static __thread struct replay *pending_r;
+static __thread uint64_t pending_h;
+
+/* Turn H (S) was taken whole by this thread. */
+static void turn_complete(struct replay *r, struct turn *s, uint64_t h)
+{
+	if (r->n->cfg.thread_order != ORDER_REQUESTS) {
+		sched_advance(r, h);
+		return;
+	}
+	replay_request_done(r);
+	s->done_ns = now_ns();
+	__atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+	pending_r = r;
+	pending_h = h;
+}
+
+void replay_request_done(struct replay *r)
+{
+	if (pending_r != r)
+		return;
+	pending_r = NULL;
+	sched_advance(r, pending_h);	/* nothing if the role thread moved on */
+}
 
 struct replay_tap *replay_tap_claim(struct replay *r, int fd, const void *peer_sockaddr,
 				    uint16_t peer_port)
@@ -50,11 +88,50 @@ size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want)
 	if (__atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
 		return want;
 	s = sched_head(r, &h);
-	if (!s || s->tap != t || s->gen != t->gen)
+	if (!s || s->tap != t || s->gen != t->gen || __atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
 		return 0;
 	if (s->type == ENTRY_CLOSE)
 		return want;
 	return want < s->remaining ? want : (size_t)s->remaining;
+}
+
+/* This thread's id, for replay_tap.reader. */
+static uint32_t thread_id(void)
+{
+	static __thread uint32_t tid;
+
+	if (!tid)
+		tid = (uint32_t)syscall(SYS_gettid);
+	return tid;
+}
+
+size_t replay_gate_wait(struct replay *r, struct replay_tap *t, size_t want, int blocking)
+{
+	uint64_t start = now_ns(), h;
+
+	for (;;) {
+		uint32_t seen = __atomic_load_n(&r->turn_bell, __ATOMIC_SEQ_CST);
+		size_t cap = replay_gate(r, t, want);
+		const struct turn *s;
+
+		if (cap)
+			return cap;
+		/* The server closed it meanwhile, or this node leads now: the
+		 * socket says what there is. */
+		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED ||
+		    node_serving(r->n))
+			return want;
+		if (!blocking && now_ns() - start >= GATE_WAIT_NS)
+			return 0;
+		/* The head's connection is read by this very thread (a server
+		 * that polls many): only it can take that turn, so no wait. */
+		s = sched_head(r, &h);
+		if (!blocking && s && __atomic_load_n(&s->tap->reader, __ATOMIC_RELAXED) == thread_id())
+			return 0;
+		/* The bell wakes us; the slice is a safety net. */
+		bell_wait(&r->turn_bell, &r->turn_sleepers, seen,
+			  blocking ? 100 * GATE_SLICE_US : GATE_SLICE_US);
+	}
 }
 
 void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n)
@@ -62,6 +139,7 @@ void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n)
 	uint64_t free = __atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE), h;
 	struct turn *s;
 
+	__atomic_store_n(&t->reader, thread_id(), __ATOMIC_RELAXED);
 	if (n > 0 && free) {
 		uint64_t k = (uint64_t)n < free ? (uint64_t)n : free;
 		__atomic_sub_fetch(&t->free_bytes, k, __ATOMIC_RELEASE);
@@ -70,14 +148,14 @@ void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n)
 			return;
 	}
 	s = sched_head(r, &h);
-	if (!s || s->tap != t || s->gen != t->gen)
+	if (!s || s->tap != t || s->gen != t->gen || __atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
 		return;
 	if (s->type == ENTRY_RECV && n > 0) {
 		s->remaining -= (uint64_t)n < s->remaining ? (uint64_t)n : s->remaining;
 		if (!s->remaining)
-			sched_advance(r, h);
+			turn_complete(r, s, h);
 	} else if (s->type == ENTRY_CLOSE && n == 0) {
-		sched_advance(r, h);
+		turn_complete(r, s, h);
 	}
 }
 
@@ -101,7 +179,8 @@ int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov,
 	    __atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
 		return 0;
 	s = sched_head(r, &h);
-	if (!s || s->tap != t || s->gen != t->gen || !s->data)
+	if (!s || s->tap != t || s->gen != t->gen || !s->data ||
+	    __atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
 		return 0;
 	pthread_mutex_lock(&r->take_lock);
 	/* The backup thread may have skipped it meanwhile. */
@@ -113,13 +192,13 @@ int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov,
 	s->remaining -= done;
 	__atomic_sub_fetch(&r->held, done, __ATOMIC_RELEASE);
 	if (!s->remaining)
-		sched_advance(r, h);
+		turn_complete(r, s, h);
 	pthread_mutex_unlock(&r->take_lock);
 	*ret = (ssize_t)done;
 	return 1;
 }
 
-int replay_ready_fds(struct replay *r, int *fds, int cap)
+int replay_ready_fds(struct replay *r, int waker, int *fds, int cap)
 {
 	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 	uint64_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
@@ -127,8 +206,9 @@ int replay_ready_fds(struct replay *r, int *fds, int cap)
 
 	for (; h != t && n < cap; h++) {
 		const struct turn *s = &r->sched[h % SCHED_SIZE];
-		if (!s->data || s->gen != s->tap->gen ||
-		    __atomic_load_n(&s->tap->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED)
+		if (!s->data || s->gen != s->tap->gen || __atomic_load_n(&s->done, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&s->tap->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED ||
+		    __atomic_load_n(&s->tap->waker, __ATOMIC_ACQUIRE) != (uint32_t)waker)
 			break;
 		for (int i = 0; i < n; i++)
 			if (fds[i] == s->tap->srv_fd)
@@ -138,33 +218,102 @@ int replay_ready_fds(struct replay *r, int *fds, int cap)
 	return n;
 }
 
-void replay_tap_watch(struct replay_tap *t, int on)
+void replay_tap_watch(struct replay_tap *t, int on, int waker)
 {
+	__atomic_store_n(&t->waker, (uint32_t)waker, __ATOMIC_RELEASE);
 	__atomic_store_n(&t->watched, (uint32_t)!!on, __ATOMIC_RELEASE);
 }
 
-int replay_kick_fd(struct replay *r)
+/* --- Wakers: which server thread to wake for the head turn --- */
+
+int replay_waker_open(struct replay *r)
 {
-	return r->kick_fd;
+	int id = 0;
+
+	pthread_mutex_lock(&r->waker_lock);
+	for (int i = 1; i < WAKERS && !id; i++) {
+		struct replay_waker *w = &r->wakers[i];
+		if (w->taken)
+			continue;
+		if (w->fd < 0)
+			w->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (w->fd < 0) {
+			pr_warn("no eventfd for an epoll set (%s): it shares the common waker",
+				strerror(errno));
+			break;
+		}
+		w->taken = 1;
+		id = i;
+	}
+	if (!id && !r->waker_full_said) {
+		r->waker_full_said = 1;
+		pr_warn("more than %d epoll sets watch replay connections: the rest share one waker",
+			WAKERS - 1);
+	}
+	pthread_mutex_unlock(&r->waker_lock);
+	return id;
 }
 
-int replay_server_sleep(struct replay *r)
+void replay_waker_close(struct replay *r, int waker)
 {
+	uint64_t v;
+
+	if (waker <= 0 || waker >= WAKERS)
+		return;
+	pthread_mutex_lock(&r->waker_lock);
+	/* Its eventfd stays open for the next set: a tap that still names
+	 * this waker can at worst kick that set for nothing. */
+	if (sys.read(r->wakers[waker].fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		pr_debug("eventfd: %s", strerror(errno));
+	r->wakers[waker].taken = 0;
+	pthread_mutex_unlock(&r->waker_lock);
+}
+
+int replay_waker_fd(struct replay *r, int waker)
+{
+	return r->wakers[waker].fd;
+}
+
+void replay_kick_head(struct replay *r)
+{
+	uint64_t h, one = 1;
+	const struct turn *s;
+	struct replay_waker *w;
+
+	/* Dekker with replay_server_sleep(): we published the turn (or moved
+	 * the head to it), then look for a sleeper; it counts itself, then
+	 * looks for the turn. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	bell_ring(&r->turn_bell, &r->turn_sleepers);
+	s = sched_head(r, &h);
+	if (!s || !s->data)
+		return;
+	w = &r->wakers[__atomic_load_n(&s->tap->waker, __ATOMIC_ACQUIRE) % WAKERS];
+	if (__atomic_load_n(&w->sleepers, __ATOMIC_SEQ_CST) &&
+	    sys.write(w->fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		pr_debug("eventfd: %s", strerror(errno));
+}
+
+int replay_server_sleep(struct replay *r, int waker)
+{
+	struct replay_waker *w = &r->wakers[waker];
 	int fd;
 
-	__atomic_add_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
-	if (!replay_ready_fds(r, &fd, 1))
+	__atomic_add_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!replay_ready_fds(r, waker, &fd, 1))
 		return 1;
-	__atomic_sub_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
 	return 0;
 }
 
-void replay_server_awake(struct replay *r)
+void replay_server_awake(struct replay *r, int waker)
 {
+	struct replay_waker *w = &r->wakers[waker];
 	uint64_t n;
 
-	__atomic_sub_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
-	if (sys.read(r->kick_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+	__atomic_sub_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+	if (sys.read(w->fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		pr_debug("eventfd: %s", strerror(errno));
 }
 

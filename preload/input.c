@@ -31,14 +31,22 @@ static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcn
 }
 
 /* Backup: how much of a replay connection the server may read now; 0 sets
- * EAGAIN (not its turn: the bytes stay in the socket for later). */
-static size_t gate(struct fd_slot *s, size_t want)
+ * EAGAIN (not its turn: the bytes stay in the socket for later).  A
+ * server that does not watch the connection with epoll (a thread per
+ * connection, poll()) waits for the turn here, briefly if the read would
+ * not block: its poll() says readable while bytes of a later turn sit in
+ * the socket. */
+static size_t gate(int fd, struct fd_slot *s, size_t want, int flags)
 {
 	size_t cap;
 
 	if (s->kind != FD_REPLAY || !want)
 		return want;
 	cap = replay_gate(node_replay(shim_node), s->tap, want);
+	if (!cap && !s->ep_set) {
+		int blocks = !(flags & MSG_DONTWAIT) && !(fcntl(fd, F_GETFL) & O_NONBLOCK);
+		cap = replay_gate_wait(node_replay(shim_node), s->tap, want, blocks);
+	}
 	if (!cap)
 		errno = EAGAIN;
 	return cap;
@@ -91,38 +99,43 @@ static int iov_cap(const struct iovec *iov, int iovcnt, size_t cap, struct iovec
 	return n;
 }
 
-APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
+static ssize_t read_tracked(int fd, struct fd_slot *s, void *buf, size_t len)
 {
-	struct fd_slot *s;
-
-	real_resolve();
-	if (!(s = shim_tracked(fd)))
-		return real.read(fd, buf, len);
 	struct iovec iov = { buf, len };
 	ssize_t n;
 	if (served_here(fd, s, &iov, 1, 0, &n))
 		return n;
-	size_t cap = gate(s, len);
+	size_t cap = gate(fd, s, len, 0);
 	if ((len && !cap) || !room_for(fd, s))
 		return -1;
 	iov.iov_len = cap;
 	return after_input(s, &iov, 1, real.read(fd, buf, cap));
 }
 
-APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
-	struct iovec capped[IOV_CAP];
 	struct fd_slot *s;
-	size_t want, cap;
 	ssize_t n;
 
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
-		return real.readv(fd, iov, iovcnt);
+		return real.read(fd, buf, len);
+	request_order_before_read(fd, s, 0);
+	n = read_tracked(fd, s, buf, len);
+	request_order_after_read(s, n);
+	return n;
+}
+
+static ssize_t readv_tracked(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt)
+{
+	struct iovec capped[IOV_CAP];
+	size_t want, cap;
+	ssize_t n;
+
 	if (served_here(fd, s, iov, iovcnt, 0, &n))
 		return n;
 	want = iov_total(iov, iovcnt);
-	if ((!(cap = gate(s, want)) && want) || !room_for(fd, s))
+	if ((!(cap = gate(fd, s, want, 0)) && want) || !room_for(fd, s))
 		return -1;
 	if (cap < want) {
 		iovcnt = iov_cap(iov, iovcnt, cap, capped);
@@ -131,16 +144,26 @@ APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	return after_input(s, iov, iovcnt, real.readv(fd, iov, iovcnt));
 }
 
-APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
-			     socklen_t *alen)
+APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	struct fd_slot *s;
-	struct iovec iov = { buf, len };
 	ssize_t n;
 
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
-		return real.recvfrom(fd, buf, len, flags, addr, alen);
+		return real.readv(fd, iov, iovcnt);
+	request_order_before_read(fd, s, 0);
+	n = readv_tracked(fd, s, iov, iovcnt);
+	request_order_after_read(s, n);
+	return n;
+}
+
+static ssize_t recvfrom_tracked(int fd, struct fd_slot *s, void *buf, size_t len, int flags,
+				struct sockaddr *addr, socklen_t *alen)
+{
+	struct iovec iov = { buf, len };
+	ssize_t n;
+
 	if (served_here(fd, s, &iov, 1, flags, &n)) {
 		if (n >= 0 && alen)
 			*alen = 0;	/* a stream socket names no sender */
@@ -149,11 +172,29 @@ APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct so
 	/* A peek leaves the bytes in the socket: they count when really read. */
 	if (flags & MSG_PEEK)
 		return real.recvfrom(fd, buf, len, flags, addr, alen);
-	size_t cap = gate(s, len);
+	size_t cap = gate(fd, s, len, flags);
 	if ((len && !cap) || !room_for(fd, s))
 		return -1;
 	iov.iov_len = cap;
 	return after_input(s, &iov, 1, real.recvfrom(fd, buf, cap, flags, addr, alen));
+}
+
+APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
+			     socklen_t *alen)
+{
+	struct fd_slot *s;
+	ssize_t n;
+
+	real_resolve();
+	if (!(s = shim_tracked(fd)))
+		return real.recvfrom(fd, buf, len, flags, addr, alen);
+	/* A peek leaves the bytes in the socket: no request starts. */
+	if (!(flags & MSG_PEEK))
+		request_order_before_read(fd, s, flags);
+	n = recvfrom_tracked(fd, s, buf, len, flags, addr, alen);
+	if (!(flags & MSG_PEEK))
+		request_order_after_read(s, n);
+	return n;
 }
 
 APUS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
@@ -161,16 +202,12 @@ APUS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 	return recvfrom(fd, buf, len, flags, NULL, NULL);
 }
 
-APUS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+static ssize_t recvmsg_tracked(int fd, struct fd_slot *s, struct msghdr *msg, int flags)
 {
 	struct iovec capped[IOV_CAP], *orig_iov = msg->msg_iov;
 	size_t orig_len = msg->msg_iovlen, want, cap;
-	struct fd_slot *s;
 	ssize_t n;
 
-	real_resolve();
-	if (!(s = shim_tracked(fd)))
-		return real.recvmsg(fd, msg, flags);
 	if (served_here(fd, s, msg->msg_iov, (int)msg->msg_iovlen, flags, &n)) {
 		if (n >= 0) {
 			msg->msg_namelen = 0;
@@ -182,7 +219,7 @@ APUS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	if (flags & MSG_PEEK)
 		return real.recvmsg(fd, msg, flags);
 	want = iov_total(msg->msg_iov, (int)msg->msg_iovlen);
-	if ((!(cap = gate(s, want)) && want) || !room_for(fd, s))
+	if ((!(cap = gate(fd, s, want, flags)) && want) || !room_for(fd, s))
 		return -1;
 	if (cap < want) {
 		msg->msg_iovlen = (size_t)iov_cap(orig_iov, (int)orig_len, cap, capped);
@@ -192,4 +229,20 @@ APUS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	msg->msg_iov = orig_iov;
 	msg->msg_iovlen = orig_len;
 	return after_input(s, orig_iov, (int)orig_len, n);
+}
+
+APUS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	struct fd_slot *s;
+	ssize_t n;
+
+	real_resolve();
+	if (!(s = shim_tracked(fd)))
+		return real.recvmsg(fd, msg, flags);
+	if (!(flags & MSG_PEEK))
+		request_order_before_read(fd, s, flags);
+	n = recvmsg_tracked(fd, s, msg, flags);
+	if (!(flags & MSG_PEEK))
+		request_order_after_read(s, n);
+	return n;
 }

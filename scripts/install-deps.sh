@@ -5,7 +5,8 @@
 # col is in bsdextrautils), curl and python3 (metrics.bats scrapes, and holds
 # a port), systemd (install.bats: systemd-analyze verify; nothing is started),
 # and what the benchmark suite compares against or
-# draws with (etcd, gnuplot). Idempotent: does nothing when all are present.
+# draws with (etcd, gnuplot), and apps/mariadb's server, client and sysbench.
+# Idempotent: does nothing when all are present.
 set -euo pipefail
 
 PKGS=(
@@ -18,6 +19,7 @@ PKGS=(
 	man-db groff-base bsdextrautils
 	curl python3 systemd
 	etcd-server etcd-client gnuplot-nox
+	mariadb-server mariadb-client sysbench
 )
 
 log() { echo "install-deps: $*"; }
@@ -81,6 +83,15 @@ for p in "${missing[@]}"; do
 	log "stopping the system etcd service, if any"
 	"${SUDO[@]}" service etcd stop >/dev/null 2>&1 || true
 	pkill -x etcd 2>/dev/null || true
+done
+
+# And for MariaDB's (apps/mariadb starts its own replicas on 3307-3309 and
+# the tests on 20101-20103; the system one on 3306 only costs memory). The
+# machine may not run systemd: `service` is enough, and its failure is not.
+for p in "${missing[@]}"; do
+	[ "$p" = mariadb-server ] || continue
+	log "stopping the system mariadb service, if any"
+	"${SUDO[@]}" service mariadb stop >/dev/null 2>&1 || true
 done
 
 install_criu
