@@ -202,7 +202,7 @@ static void conn_free(struct replay *r, struct rconn *c)
 	/* Only a complete output can be held against the leader's whole one. */
 	if (c->eof && r->n->cfg.checker)
 		out_check_finish(&c->chk);
-	if (r->n->cfg.checker)
+	if (r->n->cfg.checker && r->n->ctl)	/* (no region: a unit test's node) */
 		checks_record(r->n->ctl, c->vs.view, c->vs.idx, &c->chk, c->eof);
 	pthread_mutex_unlock(&r->out_lock);
 	if (c->sock >= 0)
