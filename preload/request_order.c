@@ -4,9 +4,11 @@
  *
  * A request runs on the thread that read it, from the read that got its
  * input until the thread asks for input again: it waits for events
- * (epoll_wait), or reads a replicated connection after writing to one (its
- * reply is out).  A read that finds nothing (EAGAIN) before any reply ends
- * nothing: event loops read until EAGAIN, then handle what they read.
+ * (epoll_wait), reads a replicated connection after writing to one (its
+ * reply is out), or reads another connection (an event loop handles one
+ * at a time).  A read of the same connection that finds nothing (EAGAIN)
+ * before any reply ends nothing: event loops read until EAGAIN, then
+ * handle what they read; nor does one that gets more of its input.
  *
  * Leader: the request token.  A thread takes it before a read of a client
  * and keeps it until its request ends, so the reads that get input (and so
@@ -45,6 +47,7 @@ static __thread int holding;	/* leader: the token */
 static __thread int got_input;	/* its request read some input */
 static __thread int wrote;	/* it wrote to a replicated connection since */
 static __thread uint32_t my_tid;
+static __thread int token_fd;	/* leader: the client whose request holds it */
 
 int request_order_on(void)
 {
@@ -139,10 +142,10 @@ void request_order_before_read(int fd, struct fd_slot *s, int flags)
 	}
 	if (s->kind != FD_CLIENT || !node_serving(shim_node))
 		return;
-	if (holding && !wrote)
+	if (holding && !wrote && fd == token_fd)
 		return;		/* its request still reads its input */
 	if (holding)
-		token_release();
+		token_release();	/* replied, or on to another client: done */
 	if (blocking(fd, flags)) {
 		/* Idle until the client sends: without the token. */
 		struct pollfd p = { fd, POLLIN, 0 };
@@ -150,6 +153,7 @@ void request_order_before_read(int fd, struct fd_slot *s, int flags)
 			;
 	}
 	token_take();
+	token_fd = fd;
 }
 
 void request_order_after_read(struct fd_slot *s, ssize_t n)
