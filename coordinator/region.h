@@ -17,7 +17,7 @@
 #include "config.h"
 
 #define REGION_MAGIC 0x314e475253555041ULL	/* "APUSRGN1" */
-#define REGION_VERSION 4
+#define REGION_VERSION 5	/* bumped at every change of the control page's layout */
 #define REGION_CTL_SIZE 4096
 #define REGION_FILE "apus.region"
 #define WAL_FILE "apus.wal"
@@ -173,6 +173,10 @@ struct node_status {
 	uint32_t peers_connected;	/* bit per node */
 	uint32_t unhealthy;	/* output diverged and divergence = unhealthy */
 	uint64_t divergences;	/* connections whose output differed from the leader's */
+	/* thread_order = requests: requests that ran past the 50 ms bound,
+	 * so that the next one started beside them (README, "Multi-threaded
+	 * servers"). */
+	uint64_t order_stalls;
 	char error[128];	/* why the node failed, when role == ROLE_FAILED */
 	/* Backup: how long the leader's heartbeat word has not moved, and
 	 * whether that is longer than suspect_ms (the election's trigger). */

@@ -87,6 +87,7 @@ static void token_take(void)
 		} else if (now - seen_ns >= ORDER_STALL_NS &&
 			   __atomic_compare_exchange_n(&token, &holder, my_tid, 0, __ATOMIC_ACQUIRE,
 						       __ATOMIC_RELAXED)) {
+			node_order_stalled(shim_node);
 			if (now - __atomic_load_n(&steal_warn_ns, __ATOMIC_RELAXED) > 10000000000ULL) {
 				__atomic_store_n(&steal_warn_ns, now, __ATOMIC_RELAXED);
 				pr_warn("a request on thread %u ran %llu ms without asking for input: "
