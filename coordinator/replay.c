@@ -409,6 +409,17 @@ static uint64_t out_off(struct replay *r, struct rconn *c)
 	return off;
 }
 
+/* C's CLOSE is replayed (its turn, if any, is the schedule's newest): it
+ * lingers on the closing list until the server dropped its end. */
+static void conn_closing(struct replay *r, struct rconn *c)
+{
+	conn_unhash(r, c);
+	c->last_turn = r->tail;
+	c->closed_ns = 0;
+	c->next = r->closing;
+	r->closing = c;
+}
+
 static int exec_close(struct replay *r, const struct entry_hdr *e)
 {
 	struct rconn *c = conn_find(r, e->conn_idx);
@@ -447,10 +458,7 @@ static int exec_close(struct replay *r, const struct entry_hdr *e)
 	}
 	/* Keep our end until the server dropped its own: closing it now could
 	 * reset the connection before the server read everything. */
-	conn_unhash(r, c);
-	c->closed_ns = now_ns();
-	c->next = r->closing;
-	r->closing = c;
+	conn_closing(r, c);
 	return 1;
 }
 
@@ -469,10 +477,7 @@ static int exec_noop(struct replay *r, const struct entry_hdr *e)
 				sched_push(r, c->tap, ENTRY_CLOSE, 0, NULL);
 				sys.shutdown(c->sock, SHUT_WR);
 			}
-			conn_unhash(r, c);
-			c->closed_ns = now_ns();
-			c->next = r->closing;
-			r->closing = c;
+			conn_closing(r, c);
 		}
 	(void)e;
 	return 1;
@@ -634,7 +639,13 @@ int replay_maintain(struct replay *r)
 		struct rconn *c = *pp;
 		/* Done once the server's end is closed and we read all it wrote
 		 * (its close frees the tap just before the FIN reaches us). */
-		if (c->dead || c->eof || now - c->closed_ns > LINGER_NS) {
+		/* The linger starts once the server has taken (or we skipped)
+		 * every turn of the connection: a server far behind (a restart
+		 * catching up a long log) has not read its input yet, and
+		 * closing our end would cut its replies and drop the rest. */
+		if (!c->closed_ns && __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) >= c->last_turn)
+			c->closed_ns = now;
+		if (c->dead || c->eof || (c->closed_ns && now - c->closed_ns > LINGER_NS)) {
 			*pp = c->next;
 			conn_free(r, c);
 		} else {

@@ -58,7 +58,8 @@ struct rconn {
 	int dead;		/* no socket, or the server dropped it: skip its entries */
 	int eof;		/* we read the end of the server's output */
 	struct replay_tap *tap;
-	uint64_t closed_ns;	/* when its CLOSE was replayed */
+	uint64_t last_turn;	/* closing: the schedule's tail after its last turn */
+	uint64_t closed_ns;	/* when the server had taken them all (0: not yet) */
 	struct rconn *next;	/* hash chain, then the closing list */
 	struct out_check chk;	/* the server's output against the leader's */
 };

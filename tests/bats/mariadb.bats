@@ -31,6 +31,7 @@ mariadb_conf() {
 		echo "suspect_ms   = 300"
 		echo "guard        = off"
 		echo "start_timeout_ms = 60000"
+		echo "thread_order = requests"
 		echo "app_cmd      = $app_cmd"
 		for ((i = 0; i < 3; i++)); do
 			echo
@@ -113,14 +114,12 @@ setup() {
 }
 
 @test "mariadb: sysbench oltp_read_write, 4 client threads: CHECKSUM TABLE equal on every replica" {
-	skip "backups of a thread-per-connection server stall: replay orders reads, not executions, so a backup's InnoDB takes row locks in another order than the leader's, a thread waits for a lock whose holder's next turn is behind its own (turns left untaken for 10 s), and reads gated with EAGAIN make mariadbd's poll()+recv loop spin (apps/mariadb/README.md)"
 	run sb --threads=4 --time=10 run
 	[ "$status" -eq 0 ]
 	wait_checksums_equal 120
 }
 
 @test "mariadb: a failover during sysbench keeps every acknowledged insert of a concurrent client" {
-	skip "backups fall behind with two concurrent clients (poll spin), replay connections opened ahead of their turn hit max_connections and mariadbd's connect_timeout, and a lingering replay connection is closed after 10 s before its turns were taken: acknowledged inserts were missing on both survivors (apps/mariadb/README.md)"
 	local log="$BATS_FILE_TMPDIR/audit-concurrent.log" old
 	old=$(leader_id)
 	sb --threads=1 --time=15 run >/dev/null 2>&1 &
