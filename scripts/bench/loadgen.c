@@ -4,7 +4,8 @@
  * outstanding, all driven by one thread blocked in epoll_wait, until N
  * requests have completed.  Every system compared gets the same client
  * behaviour: Redis (bare or apus-replicated), Redis with WAIT after every
- * write (redis-wait), and etcd's v3 JSON gateway over HTTP/1.1 keep-alive.
+ * write (redis-wait), etcd's v3 JSON gateway over HTTP/1.1 keep-alive, and
+ * memcached's text protocol (set/get, apps/memcached/bench.sh).
  *
  * Prints one line of key=value pairs; exits 1 on any error, short WAIT or
  * timeout, 2 on bad arguments. */
@@ -37,9 +38,10 @@
  * another size. Anything announcing more is treated as garbage. */
 #define MAX_REPLY (2 * (size_t)MAX_SIZE + (1u << 20))
 
-enum proto { REDIS, REDIS_WAIT, ETCD };
+enum proto { REDIS, REDIS_WAIT, ETCD, MEMCACHED };
 enum op { OP_SET, OP_GET };
-static const char *const proto_names[] = { "redis", "redis-wait", "etcd" };
+static const char *const proto_names[] = { "redis", "redis-wait", "etcd", "memcached" };
+#define NPROTOS (sizeof proto_names / sizeof *proto_names)
 static const char *const op_names[] = { "set", "get" };
 
 struct opts {
@@ -181,6 +183,24 @@ static size_t build_etcd(const struct bench *b, char *w, const char *key, size_t
 	return n;
 }
 
+/* memcached's text protocol: set KEY 0 0 LEN / get KEY. */
+static size_t build_memcached(const struct bench *b, char *w, const char *key, size_t klen)
+{
+	size_t n = 0;
+	if (b->o->op == OP_GET) {
+		put(w, &n, "get ", 4);
+		put(w, &n, key, klen);
+		put(w, &n, "\r\n", 2);
+		return n;
+	}
+	put(w, &n, "set ", 4);
+	put(w, &n, key, klen);
+	n += (size_t)sprintf(w + n, " 0 0 %zu\r\n", b->vlen);
+	put(w, &n, b->value, b->vlen);
+	put(w, &n, "\r\n", 2);
+	return n;
+}
+
 /* ---- replies: stateless parsers; an incomplete reply is parsed again from
  * its start when more bytes arrive, which is cheap at these sizes.  Each
  * returns 1 when complete (its length in *used), 0 when more bytes are
@@ -263,6 +283,57 @@ static int resp_parse(const char *p, size_t len, size_t *used, char *type, long 
 		return -1;
 	}
 	*used = off;
+	return 1;
+}
+
+static bool line_is(const char *l, size_t n, const char *s)
+{
+	size_t k = strlen(s);
+	return n >= k && !memcmp(l, s, k) && (n == k || l[k] == ' ');
+}
+
+/* One memcached text-protocol reply to a set or a single-key get: STORED,
+ * NOT_STORED, END (a miss), VALUE KEY FLAGS LEN [CAS] + data + END, or an
+ * error (ERROR, CLIENT_ERROR ..., SERVER_ERROR ...: *failed). */
+static int memcached_parse(const char *p, size_t len, size_t *used, bool *failed)
+{
+	size_t n, off;
+	int r = find_line(p, len, &n);
+	if (r <= 0)
+		return r;
+	off = n + 2;
+	*failed = false;
+	if (line_is(p, n, "STORED") || line_is(p, n, "NOT_STORED") || line_is(p, n, "END")) {
+		*used = off;
+		return 1;
+	}
+	if (line_is(p, n, "ERROR") || line_is(p, n, "CLIENT_ERROR") || line_is(p, n, "SERVER_ERROR")) {
+		*failed = true;
+		*used = off;
+		return 1;
+	}
+	if (!line_is(p, n, "VALUE"))
+		return -1;
+	/* VALUE key flags bytes [cas]: the length is the fourth word. */
+	size_t i = 0, w = 0, ws = 0;
+	for (; i <= n && w < 4; i++)
+		if (i == n || p[i] == ' ') {
+			if (++w < 4)
+				ws = i + 1;
+		}
+	long long v;
+	if (w < 4 || parse_ll(p + ws, i - 1 - ws, &v) || v < 0 || v > (long long)MAX_REPLY)
+		return -1;
+	if (len - off < (size_t)v + 2)
+		return 0;
+	if (p[off + (size_t)v] != '\r' || p[off + (size_t)v + 1] != '\n')
+		return -1;
+	off += (size_t)v + 2;
+	if ((r = find_line(p + off, len - off, &n)) <= 0)
+		return r;
+	if (!line_is(p + off, n, "END") || n != 3)
+		return -1;
+	*used = off + n + 2;
 	return 1;
 }
 
@@ -402,7 +473,9 @@ static int start_request(struct bench *b, struct client *c)
 	/* Uniform in [0, K) without the bias of a modulo. */
 	uint64_t k = (uint64_t)(((unsigned __int128)splitmix64(&c->rng) * b->o->keyspace) >> 64);
 	size_t klen = (size_t)snprintf(key, sizeof key, "key:%" PRIu64, k);
-	c->wlen = b->o->proto == ETCD ? build_etcd(b, c->wbuf, key, klen) : build_redis(b, c->wbuf, key, klen);
+	c->wlen = b->o->proto == ETCD	     ? build_etcd(b, c->wbuf, key, klen)
+		  : b->o->proto == MEMCACHED ? build_memcached(b, c->wbuf, key, klen)
+					     : build_redis(b, c->wbuf, key, klen);
 	c->woff = 0;
 	c->busy = true;
 	c->replies_left = has_wait(b->o) ? 2 : 1;
@@ -507,6 +580,17 @@ static int http_reply(struct bench *b, struct client *c, const char *p, size_t l
 	return 1;
 }
 
+static int memcached_reply(struct bench *b, struct client *c, const char *p, size_t len, size_t *used)
+{
+	bool failed;
+	int r = memcached_parse(p, len, used, &failed);
+	if (r <= 0)
+		return r;
+	c->failed = failed;
+	complete(b, c);
+	return 1;
+}
+
 /* Read what arrived and account for every complete reply in it. */
 static int on_readable(struct bench *b, struct client *c)
 {
@@ -530,8 +614,9 @@ static int on_readable(struct bench *b, struct client *c)
 	while (off < c->rlen) {
 		if (!c->busy)
 			return -1; /* bytes nobody asked for */
-		int r = b->o->proto == ETCD ? http_reply(b, c, c->rbuf + off, c->rlen - off, &used)
-					    : resp_reply(b, c, c->rbuf + off, c->rlen - off, &used);
+		int r = b->o->proto == ETCD	       ? http_reply(b, c, c->rbuf + off, c->rlen - off, &used)
+			: b->o->proto == MEMCACHED ? memcached_reply(b, c, c->rbuf + off, c->rlen - off, &used)
+						   : resp_reply(b, c, c->rbuf + off, c->rlen - off, &used);
 		if (r < 0)
 			return -1;
 		if (r == 0)
@@ -724,10 +809,10 @@ static int run(const struct opts *o, struct addrinfo *ai)
 /* ---- arguments ---- */
 
 static const char usage[] =
-	"usage: loadgen --proto redis|redis-wait|etcd --host H --port P [options]\n"
+	"usage: loadgen --proto redis|redis-wait|etcd|memcached --host H --port P [options]\n"
 	"  --clients C          connections, each with one request outstanding (50)\n"
 	"  --requests N         requests to complete over all clients (100000)\n"
-	"  --op set|get         SET or GET; etcd: put or range (set)\n"
+	"  --op set|get         SET or GET; etcd: put or range; memcached: set or get (set)\n"
 	"  --size BYTES         value size of a set (64)\n"
 	"  --keyspace K         keys key:0 .. key:K-1, picked uniformly (100000)\n"
 	"  --replicas R         redis-wait: WAIT R 0 pipelined behind each SET (2)\n"
@@ -745,7 +830,8 @@ static __attribute__((noreturn, format(printf, 1, 2))) void bad_arg(const char *
 	fputs("loadgen: ", stderr);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fputs("\nusage: loadgen --proto redis|redis-wait|etcd --host H --port P [options] (see --help)\n", stderr);
+	fputs("\nusage: loadgen --proto redis|redis-wait|etcd|memcached --host H --port P [options] (see --help)\n",
+	      stderr);
 	exit(2);
 }
 
@@ -778,11 +864,11 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		const char *name = ch == '?' ? NULL : longopts[idx].name;
 		switch (ch) {
 		case 'P':
-			for (int i = 0; i < 3; i++)
+			for (size_t i = 0; i < NPROTOS; i++)
 				if (!strcmp(optarg, proto_names[i]))
 					o->proto = (enum proto)i;
 			if (o->proto == (enum proto)-1)
-				bad_arg("--proto: want redis, redis-wait or etcd, got '%s'", optarg);
+				bad_arg("--proto: want redis, redis-wait, etcd or memcached, got '%s'", optarg);
 			break;
 		case 'o':
 			if (strcmp(optarg, "set") && strcmp(optarg, "get"))
