@@ -17,7 +17,8 @@ MC="$APUS_ROOT/apps/memcached"
 FAULT="$APUS_ROOT/scripts/fault.sh"
 MC_THREADS="${APUS_TEST_MC_THREADS:-4}"
 # Ports of this file: 19900-19999 (helpers.bash: app PORTBASE+1+i, peers
-# PORTBASE+51+i; here the admin ports PORTBASE+30+i).
+# PORTBASE+51+i; here the admin ports PORTBASE+30+i, a bare memcached on
+# PORTBASE+90).
 PORTBASE=19900
 KEYS=1000
 
@@ -79,15 +80,21 @@ c.send(sys.argv[4].replace("\\r\\n", "\r\n").encode() + b"\r\n")
 print(c.line())' "$MC" "$host" "$port" "$2"
 }
 
-# mc_get NODE KEY - KEY's value on NODE (admin port), or "(none)".
+# mc_get NODE|HOST:PORT KEY - KEY's value on NODE (admin port), or "(none)".
 function mc_get() {
+	local host port
+	if [[ "$1" == *:* ]]; then
+		host=${1%:*} port=${1##*:}
+	else
+		host=$(node_host "$1") port=$(mc_admin_port "$1")
+	fi
 	timeout 30 python3 -c '
 import sys
 sys.path.insert(0, sys.argv[1])
 from workload import Conn
 c = Conn(sys.argv[2], int(sys.argv[3]))
 v = c.get_multi([sys.argv[4]]).get(sys.argv[4])
-print("(none)" if v is None else v[1].decode("latin-1"))' "$MC" "$(node_host "$1")" "$(mc_admin_port "$1")" "$2"
+print("(none)" if v is None else v[1].decode("latin-1"))' "$MC" "$host" "$port" "$2"
 }
 
 # mc_digest NODE [DIGEST ARGS...] - "sha256 keys" of NODE's data.
@@ -188,6 +195,14 @@ function teardown_file() {
 	bash "$APUS_ROOT/scripts/drop-regions.sh" "$(dirname "$CONF")"
 }
 
+function teardown() {
+	if [ -n "${BARE_PID:-}" ]; then
+		kill -KILL "$BARE_PID" 2>/dev/null || true
+		wait "$BARE_PID" 2>/dev/null || true
+		BARE_PID=
+	fi
+}
+
 function setup() {
 	have_memcached || skip "test requires memcached (Debian's memcached: scripts/install-deps.sh) and python3"
 	if [ -n "${APUS_TEST_NETNS:-}" ]; then
@@ -244,6 +259,40 @@ while True:
 	assert_eq "$status" 0 "workload.py exit status"
 	assert_eq "$(mc_get "$(leader_id)" shared:0)" $((2 * n)) "shared:0 on the leader"
 	wait_mc_value "$(conf_nodes "$CONF")" shared:0 $((2 * n))
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --all
+}
+
+@test "loadgen --proto memcached (the benchmark's client): every request counted, error replies are errors" {
+	local port=$((PORTBASE + 90)) lg="$APUS_ROOT/build/bench/loadgen"
+	[ -x "$lg" ] || fail "loadgen not built at $lg (run make)"
+	# A bare memcached of this test's own (killed by teardown).
+	memcached -p "$port" -l "127.0.0.1:$port" -U 0 -t 4 -u root 3>&- &
+	BARE_PID=$!
+	retry 50 0.1 mc "127.0.0.1:$port" version
+	run "$lg" --proto memcached --host 127.0.0.1 --port "$port" --op set --clients 10 --requests 2000 --keyspace 100 --size 100
+	echo "$output"
+	assert_eq "$status" 0 "loadgen set"
+	[[ "$output" == *" n=2000 "*" errors=0 "* ]] || fail "loadgen set: $output"
+	[ "$(mc_get "127.0.0.1:$port" key:7 | wc -c)" -eq 101 ] || fail "key:7 after the sets: '$(mc_get "127.0.0.1:$port" key:7)'"
+	run "$lg" --proto memcached --host 127.0.0.1 --port "$port" --op get --clients 10 --requests 2000 --keyspace 200
+	echo "$output"
+	assert_eq "$status" 0 "loadgen get (hits and misses)"
+	[[ "$output" == *" n=2000 "*" errors=0 "* ]] || fail "loadgen get: $output"
+	# Larger than memcached's 1 MB items: SERVER_ERROR object too large.
+	run "$lg" --proto memcached --host 127.0.0.1 --port "$port" --op set --clients 1 --requests 5 --size 2000000
+	echo "$output"
+	assert_eq "$status" 1 "loadgen of sets that fail"
+	[[ "$output" == *" errors=5 "* ]] || fail "loadgen: $output"
+}
+
+@test "loadgen sets and gets through the leader (50 clients): every replica ends with the same data" {
+	local lg="$APUS_ROOT/build/bench/loadgen" op
+	for op in set get; do
+		run timeout 300 "$lg" --proto memcached --host "$(leader_host)" --port "$(leader_port)" \
+			--op "$op" --clients 50 --requests 20000 --keyspace 5000 --size 100 --seed 7
+		echo "$output"
+		assert_eq "$status" 0 "loadgen $op"
+	done
 	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --all
 }
 
