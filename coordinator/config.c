@@ -13,6 +13,7 @@ static const char *const transport_names[] = { "shm", "tcp", "rdma" };
 static const char *const commit_wait_names[] = { "read", "reply" };
 static const char *const on_off_names[] = { "off", "on" };
 static const char *const divergence_names[] = { "report", "unhealthy" };
+static const char *const thread_order_names[] = { "reads", "requests" };
 
 const char *fsync_policy_name(int policy)
 {
@@ -167,6 +168,8 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_name(p, k, v, on_off_names, 2, &c->read_ahead);
 	if (!strcmp(k, "replay_in_place"))
 		return parse_name(p, k, v, on_off_names, 2, &c->replay_in_place);
+	if (!strcmp(k, "thread_order"))
+		return parse_name(p, k, v, thread_order_names, 2, &c->thread_order);
 	if (!strcmp(k, "divergence"))
 		return parse_name(p, k, v, divergence_names, 2, &c->divergence);
 	if (!strcmp(k, "fsync_interval_ms"))

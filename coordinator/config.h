@@ -6,6 +6,8 @@
  *   commit_wait = read|reply  checker = on|off  divergence = report|unhealthy
  *   read_ahead = on|off       (leader: one commit round per event-loop pass)
  *   replay_in_place = on|off  (backup: replayed bytes skip the loopback socket)
+ *   thread_order = reads|requests  (what the log orders across the server's
+ *             threads: their reads, or whole requests; see the README)
  *   heartbeat_ms = 10         suspect_ms = 10 x heartbeat_ms
  *   start_timeout_ms = 15000
  *   app_cmd = redis-server --port {port} ...
@@ -37,6 +39,12 @@
 #define APUS_MAX_NODES 8
 
 enum fsync_policy { FSYNC_NONE = 0, FSYNC_BATCH, FSYNC_ALWAYS };
+/* What the log orders across a server's threads.  READS: each thread's
+ * reads of replicated input follow the log.  REQUESTS: moreover a thread
+ * that got input runs alone until it asks for more, so requests execute
+ * one at a time in log order on every replica (README, "Multi-threaded
+ * servers"). */
+enum thread_order { ORDER_READS = 0, ORDER_REQUESTS };
 
 /* When the leader waits for a majority (see README):
  * READ: the server's read() returns bytes only once they are committed;
@@ -75,6 +83,7 @@ struct apus_config {
 	int checker;		/* hash and compare output (default on) */
 	int read_ahead;		/* leader: batch a pass's reads (default on) */
 	int replay_in_place;	/* backup: replay without the socket where epoll allows (on) */
+	int thread_order;	/* enum thread_order (reads) */
 	int divergence;		/* enum divergence_policy */
 	int heartbeat_ms;
 	int suspect_ms;		/* a backup suspects a leader silent this long */

@@ -27,6 +27,9 @@
 #define STALL_NS (10000 * 1000000ULL)
 /* How long a replayed connection we closed waits for the server to drop its end. */
 #define LINGER_NS (10000 * 1000000ULL)
+/* thread_order = requests: how long one request may run before the next
+ * turn is let go beside it (ORDER_STALL_MS in turns.h). */
+#define ORDER_STALL_NS (50 * 1000000ULL)
 /* How long a CLOSE waits for our server's output to reach the leader's. */
 #define CLOSE_WAIT_NS (2000 * 1000000ULL)
 #define CLOSE_IDLE_NS (50 * 1000000ULL)	/* ... while it keeps writing */
@@ -47,10 +50,14 @@ struct replay *replay_new(struct node *n)
 			 sizeof(r->divergence_path));
 	r->taps = calloc(65536, sizeof(*r->taps));
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
-	r->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	for (int i = 0; i < WAKERS; i++)
+		r->wakers[i].fd = -1;
+	r->wakers[0].fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	r->wakers[0].taken = 1;
 	pthread_mutex_init(&r->take_lock, NULL);
 	pthread_mutex_init(&r->out_lock, NULL);
-	if (!r->taps || r->epfd < 0 || r->kick_fd < 0)
+	pthread_mutex_init(&r->waker_lock, NULL);
+	if (!r->taps || r->epfd < 0 || r->wakers[0].fd < 0)
 		goto fail;
 	struct sockaddr_in *a4 = (struct sockaddr_in *)&r->app;
 	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&r->app;
@@ -70,8 +77,8 @@ struct replay *replay_new(struct node *n)
 fail:
 	if (r->epfd >= 0)
 		sys.close(r->epfd);
-	if (r->kick_fd >= 0)
-		sys.close(r->kick_fd);
+	if (r->wakers[0].fd >= 0)
+		sys.close(r->wakers[0].fd);
 	free(r->taps);
 	free(r);
 	return NULL;
@@ -96,21 +103,9 @@ static void sched_push(struct replay *r, struct replay_tap *t, uint32_t type, ui
 	s->gen = t->gen;
 	s->data = data;
 	s->len = len;
+	s->done = 0;
 	/* Pairs with the acquire loads of tail in replay_gate(). */
 	__atomic_store_n(&r->tail, r->tail + 1, __ATOMIC_RELEASE);
-}
-
-/* A held turn may be the server's to take now: wake a server thread
- * blocked in epoll_wait (pairs with replay_server_sleep()). */
-static void kick_server(struct replay *r)
-{
-	uint64_t one = 1;
-
-	/* A read-modify-write of the word the sleeper increments: either it
-	 * sees our turn, or we see it asleep. */
-	if (__atomic_fetch_add(&r->server_sleeps, 0, __ATOMIC_SEQ_CST) &&
-	    sys.write(r->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		pr_debug("eventfd: %s", strerror(errno));
 }
 
 /* --- Connections --- */
@@ -248,6 +243,7 @@ static int open_replay_socket(struct replay *r, struct replay_tap **tapp)
 		t->srv_fd = -1;
 		t->ours = s;
 		t->watched = 0;
+		t->waker = 0;
 		pthread_mutex_lock(&r->out_lock);
 		t->conn = NULL;
 		pthread_mutex_unlock(&r->out_lock);
@@ -372,7 +368,7 @@ static int exec_recv(struct replay *r, const struct entry_hdr *e)
 				memcpy(copy, data, e->data_sz);
 				__atomic_add_fetch(&r->held, e->data_sz, __ATOMIC_RELEASE);
 				sched_push(r, c->tap, ENTRY_RECV, e->data_sz, copy);
-				kick_server(r);
+				replay_kick_head(r);
 				return 1;
 			}
 		}
@@ -582,7 +578,23 @@ static void skip_dead_turns(struct replay *r)
 			s->remaining = 0;
 			sched_advance(r, h);
 			pthread_mutex_unlock(&r->take_lock);
-			kick_server(r);
+			continue;
+		}
+		if (__atomic_load_n(&s->done, __ATOMIC_ACQUIRE)) {
+			/* thread_order = requests: a request that runs long (a
+			 * lock wait, a slow command) holds the others only so long. */
+			/* (done_ns may be later than NOW, taken before the loop.) */
+			if (__atomic_load_n(&s->done_ns, __ATOMIC_RELAXED) + ORDER_STALL_NS > now)
+				return;
+			if (now - r->order_warn_ns > 10000000000ULL) {
+				r->order_warn_ns = now;
+				pr_warn("a request on fd %d ran %llu ms without its thread asking for "
+					"input: the next one starts beside it (request order given up "
+					"for it; logged once per 10 s)", s->tap->srv_fd,
+					(unsigned long long)(ORDER_STALL_NS / 1000000));
+			}
+			r->order_stalls++;
+			sched_advance(r, h);
 			continue;
 		}
 		if (h != r->stall_head) {
@@ -604,7 +616,6 @@ static void skip_dead_turns(struct replay *r)
 			__atomic_store_n(&s->tap->free_eof, 1, __ATOMIC_RELEASE);
 		sched_advance(r, h);
 		pthread_mutex_unlock(&r->take_lock);
-		kick_server(r);
 	}
 }
 

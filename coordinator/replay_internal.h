@@ -16,6 +16,9 @@
 
 #define SCHED_SIZE 8192
 #define NBUCKETS 4096
+/* Wakers, one per epoll set of the server's that watches replay
+ * connections (0 is shared by the sets beyond the rest). */
+#define WAKERS 64
 
 enum tap_state { TAP_FREE = 0, TAP_ARMED, TAP_CLAIMED };
 
@@ -27,6 +30,7 @@ struct replay_tap {
 	uint32_t free_eof;	/* its end of stream may be read out of turn */
 	uint32_t gen;		/* bumped each time the tap is armed for a new connection */
 	uint32_t watched;	/* the server watches it with epoll: bytes may stay with us */
+	uint32_t waker;		/* the waker of the set that watches it (turns.h) */
 	int32_t ours;		/* our end of the connection */
 	struct rconn *conn;	/* its connection, for the server's output (out_lock) */
 };
@@ -40,6 +44,10 @@ struct turn {
 	uint32_t gen;		/* the tap's generation: turns of an older connection are void */
 	char *data;		/* the bytes, held here for the server (NULL: in the socket) */
 	uint64_t len;
+	/* thread_order = requests: taken whole, but the thread that took it
+	 * has not asked for input since (its request runs); the head stays. */
+	uint32_t done;
+	uint64_t done_ns;
 };
 
 struct rconn {
@@ -68,11 +76,19 @@ struct replay {
 	struct turn sched[SCHED_SIZE];
 	uint64_t head, tail;
 	uint64_t stall_head, stall_since;
+	uint64_t order_warn_ns, order_stalls;	/* requests that ran past ORDER_STALL_NS */
 	uint32_t waiting;	/* the backup thread waits for the server to take turns */
 	uint64_t held;		/* bytes of turns held here, not yet read */
 	pthread_mutex_t take_lock;	/* an in-place read against a stalled turn's release */
-	int kick_fd;		/* in the server's epoll sets: a held turn is ready */
-	uint32_t server_sleeps;	/* server threads blocked in epoll_wait */
+	/* A server thread blocked in epoll_wait on a set is woken through
+	 * that set's waker, when the head turn is one of the set's. */
+	struct replay_waker {
+		int fd;			/* an eventfd in the set: readable when kicked */
+		uint32_t sleepers;	/* server threads blocked on the set */
+		uint32_t taken;
+	} wakers[WAKERS];
+	pthread_mutex_t waker_lock;	/* taking and giving back wakers */
+	int waker_full_said;
 	/* The output check of a connection, fed by the server's own writes
 	 * (replay_absorb) as well as by the backup thread. */
 	pthread_mutex_t out_lock;
@@ -98,12 +114,21 @@ static inline struct turn *sched_head(struct replay *r, uint64_t *h)
 	return &r->sched[*h % SCHED_SIZE];
 }
 
-/* Moves the head past turn H unless another thread did, and wakes the
- * role thread when it waits for the server to take turns. */
+/* Wakes the server thread that sleeps on the set of the head turn's
+ * connection, if the turn is held here (a turn in the socket wakes the
+ * server by itself).  Pairs with replay_server_sleep(): either the sleeper
+ * sees the turn, or we see the sleeper. */
+void replay_kick_head(struct replay *r);
+
+/* Moves the head past turn H unless another thread did, wakes the set
+ * whose turn is next and the role thread when it waits for the server to
+ * take turns. */
 static inline void sched_advance(struct replay *r, uint64_t h)
 {
-	if (__atomic_compare_exchange_n(&r->head, &h, h + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
-	    __atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
+	if (!__atomic_compare_exchange_n(&r->head, &h, h + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	replay_kick_head(r);
+	if (__atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
 		r->n->ops->wake(r->n->tp);
 }
 

@@ -8,11 +8,40 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include "clock.h"
 #include "logger.h"
 #include "replay_internal.h"
 #include "sys.h"
+
+/* thread_order = requests: the turn this thread took last, whose request
+ * may still run (the head stays on it until the thread asks for input). */
+static __thread struct replay *pending_r;
+static __thread uint64_t pending_h;
+
+/* Turn H (S) was taken whole by this thread. */
+static void turn_complete(struct replay *r, struct turn *s, uint64_t h)
+{
+	if (r->n->cfg.thread_order != ORDER_REQUESTS) {
+		sched_advance(r, h);
+		return;
+	}
+	replay_request_done(r);
+	s->done_ns = now_ns();
+	__atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+	pending_r = r;
+	pending_h = h;
+}
+
+void replay_request_done(struct replay *r)
+{
+	if (pending_r != r)
+		return;
+	pending_r = NULL;
+	sched_advance(r, pending_h);	/* nothing if the role thread moved on */
+}
 
 struct replay_tap *replay_tap_claim(struct replay *r, int fd, const void *peer_sockaddr,
 				    uint16_t peer_port)
@@ -50,7 +79,7 @@ size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want)
 	if (__atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
 		return want;
 	s = sched_head(r, &h);
-	if (!s || s->tap != t || s->gen != t->gen)
+	if (!s || s->tap != t || s->gen != t->gen || __atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
 		return 0;
 	if (s->type == ENTRY_CLOSE)
 		return want;
@@ -70,14 +99,14 @@ void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n)
 			return;
 	}
 	s = sched_head(r, &h);
-	if (!s || s->tap != t || s->gen != t->gen)
+	if (!s || s->tap != t || s->gen != t->gen || __atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
 		return;
 	if (s->type == ENTRY_RECV && n > 0) {
 		s->remaining -= (uint64_t)n < s->remaining ? (uint64_t)n : s->remaining;
 		if (!s->remaining)
-			sched_advance(r, h);
+			turn_complete(r, s, h);
 	} else if (s->type == ENTRY_CLOSE && n == 0) {
-		sched_advance(r, h);
+		turn_complete(r, s, h);
 	}
 }
 
@@ -101,7 +130,8 @@ int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov,
 	    __atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
 		return 0;
 	s = sched_head(r, &h);
-	if (!s || s->tap != t || s->gen != t->gen || !s->data)
+	if (!s || s->tap != t || s->gen != t->gen || !s->data ||
+	    __atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
 		return 0;
 	pthread_mutex_lock(&r->take_lock);
 	/* The backup thread may have skipped it meanwhile. */
@@ -113,13 +143,13 @@ int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov,
 	s->remaining -= done;
 	__atomic_sub_fetch(&r->held, done, __ATOMIC_RELEASE);
 	if (!s->remaining)
-		sched_advance(r, h);
+		turn_complete(r, s, h);
 	pthread_mutex_unlock(&r->take_lock);
 	*ret = (ssize_t)done;
 	return 1;
 }
 
-int replay_ready_fds(struct replay *r, int *fds, int cap)
+int replay_ready_fds(struct replay *r, int waker, int *fds, int cap)
 {
 	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 	uint64_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
@@ -127,8 +157,9 @@ int replay_ready_fds(struct replay *r, int *fds, int cap)
 
 	for (; h != t && n < cap; h++) {
 		const struct turn *s = &r->sched[h % SCHED_SIZE];
-		if (!s->data || s->gen != s->tap->gen ||
-		    __atomic_load_n(&s->tap->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED)
+		if (!s->data || s->gen != s->tap->gen || __atomic_load_n(&s->done, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&s->tap->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED ||
+		    __atomic_load_n(&s->tap->waker, __ATOMIC_ACQUIRE) != (uint32_t)waker)
 			break;
 		for (int i = 0; i < n; i++)
 			if (fds[i] == s->tap->srv_fd)
@@ -138,33 +169,101 @@ int replay_ready_fds(struct replay *r, int *fds, int cap)
 	return n;
 }
 
-void replay_tap_watch(struct replay_tap *t, int on)
+void replay_tap_watch(struct replay_tap *t, int on, int waker)
 {
+	__atomic_store_n(&t->waker, (uint32_t)waker, __ATOMIC_RELEASE);
 	__atomic_store_n(&t->watched, (uint32_t)!!on, __ATOMIC_RELEASE);
 }
 
-int replay_kick_fd(struct replay *r)
+/* --- Wakers: which server thread to wake for the head turn --- */
+
+int replay_waker_open(struct replay *r)
 {
-	return r->kick_fd;
+	int id = 0;
+
+	pthread_mutex_lock(&r->waker_lock);
+	for (int i = 1; i < WAKERS && !id; i++) {
+		struct replay_waker *w = &r->wakers[i];
+		if (w->taken)
+			continue;
+		if (w->fd < 0)
+			w->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (w->fd < 0) {
+			pr_warn("no eventfd for an epoll set (%s): it shares the common waker",
+				strerror(errno));
+			break;
+		}
+		w->taken = 1;
+		id = i;
+	}
+	if (!id && !r->waker_full_said) {
+		r->waker_full_said = 1;
+		pr_warn("more than %d epoll sets watch replay connections: the rest share one waker",
+			WAKERS - 1);
+	}
+	pthread_mutex_unlock(&r->waker_lock);
+	return id;
 }
 
-int replay_server_sleep(struct replay *r)
+void replay_waker_close(struct replay *r, int waker)
 {
+	uint64_t v;
+
+	if (waker <= 0 || waker >= WAKERS)
+		return;
+	pthread_mutex_lock(&r->waker_lock);
+	/* Its eventfd stays open for the next set: a tap that still names
+	 * this waker can at worst kick that set for nothing. */
+	if (sys.read(r->wakers[waker].fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		pr_debug("eventfd: %s", strerror(errno));
+	r->wakers[waker].taken = 0;
+	pthread_mutex_unlock(&r->waker_lock);
+}
+
+int replay_waker_fd(struct replay *r, int waker)
+{
+	return r->wakers[waker].fd;
+}
+
+void replay_kick_head(struct replay *r)
+{
+	uint64_t h, one = 1;
+	const struct turn *s;
+	struct replay_waker *w;
+
+	/* Dekker with replay_server_sleep(): we published the turn (or moved
+	 * the head to it), then look for a sleeper; it counts itself, then
+	 * looks for the turn. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	s = sched_head(r, &h);
+	if (!s || !s->data)
+		return;
+	w = &r->wakers[__atomic_load_n(&s->tap->waker, __ATOMIC_ACQUIRE) % WAKERS];
+	if (__atomic_load_n(&w->sleepers, __ATOMIC_SEQ_CST) &&
+	    sys.write(w->fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		pr_debug("eventfd: %s", strerror(errno));
+}
+
+int replay_server_sleep(struct replay *r, int waker)
+{
+	struct replay_waker *w = &r->wakers[waker];
 	int fd;
 
-	__atomic_add_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
-	if (!replay_ready_fds(r, &fd, 1))
+	__atomic_add_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!replay_ready_fds(r, waker, &fd, 1))
 		return 1;
-	__atomic_sub_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
 	return 0;
 }
 
-void replay_server_awake(struct replay *r)
+void replay_server_awake(struct replay *r, int waker)
 {
+	struct replay_waker *w = &r->wakers[waker];
 	uint64_t n;
 
-	__atomic_sub_fetch(&r->server_sleeps, 1, __ATOMIC_SEQ_CST);
-	if (sys.read(r->kick_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+	__atomic_sub_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+	if (sys.read(w->fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		pr_debug("eventfd: %s", strerror(errno));
 }
 

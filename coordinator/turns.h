@@ -17,12 +17,13 @@
  *                replay_tap_read after it with what it got (bytes, or 0
  *                for end of stream), before the next gate of that tap.
  *   a write      replay_absorb: in place, the output goes to the check.
- *   epoll_ctl()  replay_tap_watch (the shim's read-ahead lock held) and,
- *                once per set, replay_kick_fd into the server's set.
- *   epoll_wait() replay_ready_fds: what to report ready; before blocking
- *                replay_server_sleep, and replay_server_awake after
- *                blocking if it said to block.
- *   close()      replay_tap_close.
+ *   epoll_ctl()  once per set, replay_waker_open and the waker's eventfd
+ *                (replay_waker_fd) into the set; then replay_tap_watch
+ *                with the set's waker (the shim's read-ahead lock held).
+ *   epoll_wait() replay_ready_fds with the set's waker: what to report
+ *                ready; before blocking replay_server_sleep, and
+ *                replay_server_awake after blocking if it said to block.
+ *   close()      replay_tap_close; of a set, replay_waker_close.
  *
  * What the order guarantees.  A read of a replay connection gets bytes
  * only when that connection's turn is at the head of the schedule, and no
@@ -34,7 +35,18 @@
  * The role thread skips turns of taps the server closed, and a turn left
  * untaken for long (it logs that: those bytes may then be read out of
  * turn).  The calls never block, but replay_take and replay_absorb take a
- * short lock shared with the role thread. */
+ * short lock shared with the role thread.
+ *
+ * Multi-threaded servers.  Each epoll set of the server's that watches
+ * replay connections has a waker of its own (an eventfd in that set), and
+ * a connection's turn wakes only the set that watches the connection: the
+ * thread that can take the turn, never a thread that would swallow the
+ * wake-up and sleep on.  A thread reports ready only the turns of its own
+ * set, from the head on, so whichever thread owns the head's connection
+ * takes it, and the next turn's set is woken as the head moves (by the
+ * thread that took the turn).  The order stays the log's, across all the
+ * server's threads: what that does and does not guarantee about execution
+ * is in the README ("Multi-threaded servers"). */
 #ifndef APUS_TURNS_H
 #define APUS_TURNS_H
 
@@ -58,11 +70,17 @@ void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n);
 /* The server closed its end. */
 void replay_tap_close(struct replay *r, struct replay_tap *t);
 
+/* thread_order = requests: the calling thread asks for input again (it
+ * waits for events, or reads after it wrote its reply): the request it
+ * took its last turn for is done, and the head may move on.  Until then
+ * (or 50 ms: replay.c's ORDER_STALL_NS) no thread takes the next turn. */
+void replay_request_done(struct replay *r);
+
 /* In-place reads.  Once the server watches a replay connection with epoll
  * (ON), the backup thread keeps the connection's bytes here instead of
  * sending them through the socket, and the shim serves the server's reads
  * from here and reports the connection ready itself. */
-void replay_tap_watch(struct replay_tap *t, int on);
+void replay_tap_watch(struct replay_tap *t, int on, int waker);
 /* A read of T when its turn's bytes are held here: copies them into IOV,
  * returns 1 with *RET set; 0 when the read takes the socket path. */
 int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt,
@@ -71,16 +89,21 @@ int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov,
  * here rather than through the socket.  1 if taken (the write succeeded
  * whole), 0 for the socket path (the connection is gone). */
 int replay_absorb(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt);
-/* The server's fds whose held turns come next, in turn order (each taken
- * whole frees the next): at most CAP, stopping before a second turn of
- * one fd.  Returns how many. */
-int replay_ready_fds(struct replay *r, int *fds, int cap);
-/* The eventfd to put in the server's epoll sets: readable when a held turn
- * may have become ready while the server slept. */
-int replay_kick_fd(struct replay *r);
-/* Before a server thread blocks in epoll_wait: 1 to block (it will be
- * kicked), 0 when a held turn is ready already.  After blocking: awake. */
-int replay_server_sleep(struct replay *r);
-void replay_server_awake(struct replay *r);
+/* The fds of WAKER's set whose held turns come next, in turn order (each
+ * taken whole frees the next): at most CAP, stopping before a second turn
+ * of one fd and at a turn of another set.  Returns how many. */
+int replay_ready_fds(struct replay *r, int waker, int *fds, int cap);
+/* A waker for an epoll set of the server's: its id (0, the common waker,
+ * when all are taken); given back when the set closes. */
+int replay_waker_open(struct replay *r);
+void replay_waker_close(struct replay *r, int waker);
+/* Its eventfd, to put in the set: readable when a held turn of the set
+ * may have become ready while a thread slept on it. */
+int replay_waker_fd(struct replay *r, int waker);
+/* Before a server thread blocks in epoll_wait on WAKER's set: 1 to block
+ * (it will be kicked), 0 when a held turn is ready already.  After
+ * blocking: awake. */
+int replay_server_sleep(struct replay *r, int waker);
+void replay_server_awake(struct replay *r, int waker);
 
 #endif

@@ -180,7 +180,7 @@ APUS_EXPORT int close(int fd)
 	if (s->ra_epoll) {
 		/* A set of the server's (epoll.c). */
 		__atomic_store_n(&s->ra_epoll, 0, __ATOMIC_RELEASE);
-		__atomic_store_n(&s->ra_kick, 0, __ATOMIC_RELEASE);
+		inplace_set_closed(s);
 	}
 	if (s->kind != FD_UNKNOWN) {
 		s->ep_set = 0;

@@ -52,16 +52,19 @@ static int shim_wait(int epfd, struct epoll_event *ev, int max, int timeout, con
 	 * loading its state (it polls without waiting while it loads). */
 	if (timeout && shim_app_thread && shim_node)
 		node_app_ready(shim_node);
+	/* Waiting for events: this thread's request is done. */
+	if (shim_node && shim_enter())
+		request_order_idle();
 	if (max <= 0 || !shim_enter() || !(set = fd_lookup(epfd)) ||
 	    !__atomic_load_n(&set->ra_epoll, __ATOMIC_ACQUIRE) || !shim_node)
 		return wait(epfd, ev, max, timeout, sigmask);
 	if (!node_serving(shim_node))
-		return inplace_wait(epfd, ev, max, timeout, sigmask, wait);
+		return inplace_wait(epfd, set, ev, max, timeout, sigmask, wait);
 	int n = readahead_active() ? readahead_wait(epfd, ev, max, timeout, sigmask, wait)
 				   : wait(epfd, ev, max, timeout, sigmask);
 	/* A backup's eventfd may still sit in the set of a node that leads now. */
-	if (n > 0 && __atomic_load_n(&set->ra_kick, __ATOMIC_ACQUIRE))
-		n = inplace_drop_kicks(ev, n);
+	if (n > 0 && __atomic_load_n(&set->waker, __ATOMIC_ACQUIRE))
+		n = inplace_drop_kicks(set, ev, n);
 	return n;
 }
 
@@ -78,6 +81,15 @@ APUS_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeo
 	return shim_wait(epfd, ev, max, timeout, sigmask, wait_sigmask);
 }
 
+/* The replay waker of the set EP_SET (an fd plus 1; 0: none). */
+static int set_waker(int ep_set)
+{
+	struct fd_slot *set = ep_set ? fd_lookup(ep_set - 1) : NULL;
+	int w = set ? __atomic_load_n(&set->waker, __ATOMIC_ACQUIRE) : 0;
+
+	return w ? w - 1 : 0;
+}
+
 APUS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *e)
 {
 	struct fd_slot *s, *set;
@@ -87,7 +99,8 @@ APUS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *e)
 	rc = real.epoll_ctl(epfd, op, fd, e);
 	if (rc || !(s = shim_tracked(fd)))
 		return rc;
-	if (op != EPOLL_CTL_DEL && (set = fd_slot_get(epfd))) {
+	set = op != EPOLL_CTL_DEL ? fd_slot_get(epfd) : NULL;
+	if (set) {
 		if (s->kind == FD_REPLAY)
 			inplace_set_watches(epfd, set);
 		__atomic_store_n(&set->ra_epoll, 1, __ATOMIC_RELEASE);
@@ -102,8 +115,10 @@ APUS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *e)
 		s->ep_data = e->data.u64;
 	}
 	if (s->kind == FD_REPLAY)
-		replay_tap_watch(s->tap, node_config(shim_node)->replay_in_place && s->ep_set &&
-					 (s->ep_events & EPOLLIN));
+		replay_tap_watch(s->tap,
+				 node_config(shim_node)->replay_in_place && s->ep_set &&
+					 (s->ep_events & EPOLLIN),
+				 set_waker(s->ep_set));
 	readahead_unlock();
 	return rc;
 }

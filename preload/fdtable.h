@@ -38,7 +38,7 @@ struct fd_slot {
 	struct oq_link ra_link;	/* in the order queue (order_queue.h) */
 	int ra_retry;		/* told EAGAIN to keep log order: report it ready */
 	int ra_epoll;		/* an epoll set of the server's that watches clients */
-	int ra_kick;		/* such a set, holding the backup's eventfd (inplace.c) */
+	int waker;		/* such a set on a backup: its replay waker + 1 (inplace.c) */
 };
 
 #define FD_CHUNK_BITS 12

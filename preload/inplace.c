@@ -16,26 +16,55 @@
 /* Our eventfd's data in the server's sets: neither an fd nor a pointer. */
 #define KICK_DATA 0xfffffffffffffff1ULL
 
+/* The replay waker of SET (its id; 0 is also the common one). */
+static int waker_of(const struct fd_slot *set)
+{
+	int w = __atomic_load_n(&set->waker, __ATOMIC_ACQUIRE);
+
+	return w ? w - 1 : 0;
+}
+
 void inplace_set_watches(int epfd, struct fd_slot *set)
 {
+	struct replay *r = node_replay(shim_node);
 	struct epoll_event ev = { EPOLLIN, { .u64 = KICK_DATA } };
+	int w;
 
-	if (__atomic_exchange_n(&set->ra_kick, 1, __ATOMIC_ACQ_REL))
+	if (__atomic_load_n(&set->waker, __ATOMIC_ACQUIRE))
 		return;
-	if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, replay_kick_fd(node_replay(shim_node)), &ev) &&
-	    errno != EEXIST)
-		__atomic_store_n(&set->ra_kick, 0, __ATOMIC_RELEASE);
+	/* Two threads may watch their first replay connection in one set at
+	 * once: one waker wins, the other goes back. */
+	w = replay_waker_open(r);
+	if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, replay_waker_fd(r, w), &ev) && errno != EEXIST) {
+		replay_waker_close(r, w);
+		return;
+	}
+	int none = 0;
+	if (!__atomic_compare_exchange_n(&set->waker, &none, w + 1, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, replay_waker_fd(r, w), NULL);
+		replay_waker_close(r, w);
+	}
+}
+
+void inplace_set_closed(struct fd_slot *set)
+{
+	int w = __atomic_exchange_n(&set->waker, 0, __ATOMIC_ACQ_REL);
+
+	if (w && shim_node)
+		replay_waker_close(node_replay(shim_node), w - 1);
 }
 
 #define READY_CAP 64
 
 /* Events for the held turns that come next, whose connections EPFD
  * watches: the server reads them in this order, each freeing the next. */
-static int ready_turns(int epfd, struct epoll_event *out, int cap)
+static int ready_turns(int epfd, int waker, struct epoll_event *out, int cap)
 {
 	int fds[READY_CAP], n, k = 0;
 
-	n = replay_ready_fds(node_replay(shim_node), fds, cap < READY_CAP ? cap : READY_CAP);
+	n = replay_ready_fds(node_replay(shim_node), waker, fds,
+			     cap < READY_CAP ? cap : READY_CAP);
 	for (int i = 0; i < n; i++) {
 		struct fd_slot *s = fd_lookup(fds[i]);
 		if (!epoll_wants_input(epfd, s, FD_REPLAY))
@@ -59,23 +88,23 @@ static int drop_kicks(struct epoll_event *ev, int n, int *kicked)
 	return out;
 }
 
-int inplace_wait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *sigmask,
-		 real_wait_fn wait)
+int inplace_wait(int epfd, struct fd_slot *set, struct epoll_event *ev, int max, int timeout,
+		 const sigset_t *sigmask, real_wait_fn wait)
 {
 	struct replay *r = node_replay(shim_node);
-	int here, n, kicked = 0, slept = 0;
+	int w = waker_of(set), here, n, kicked = 0, slept = 0;
 
-	here = ready_turns(epfd, ev, max);
+	here = ready_turns(epfd, w, ev, max);
 	if (here == max)
 		return here;
-	if (!here && timeout && replay_server_sleep(r))
+	if (!here && timeout && replay_server_sleep(r, w))
 		slept = 1;
-	else if (!here && (here = ready_turns(epfd, ev, max)) == max)
+	else if (!here && (here = ready_turns(epfd, w, ev, max)) == max)
 		return here;
 	n = wait(epfd, ev + here, max - here, here ? 0 : timeout, sigmask);
 	if (slept) {
 		int e = errno;	/* the server's EINTR must survive draining the eventfd */
-		replay_server_awake(r);
+		replay_server_awake(r, w);
 		errno = e;
 	}
 	if (n < 0) {
@@ -87,7 +116,7 @@ int inplace_wait(int epfd, struct epoll_event *ev, int max, int timeout, const s
 	if (kicked && !here) {
 		/* Woken for held turns: they go first. */
 		struct epoll_event first[READY_CAP];
-		int k = ready_turns(epfd, first, max - n);
+		int k = ready_turns(epfd, w, first, max - n);
 		memmove(ev + k, ev, sizeof(*ev) * (size_t)n);
 		memcpy(ev, first, sizeof(*ev) * (size_t)k);
 		here = k;
@@ -96,14 +125,15 @@ int inplace_wait(int epfd, struct epoll_event *ev, int max, int timeout, const s
 	return epoll_merge_events(ev, here, n);
 }
 
-int inplace_drop_kicks(struct epoll_event *ev, int n)
+int inplace_drop_kicks(struct fd_slot *set, struct epoll_event *ev, int n)
 {
 	int kicked = 0;
 	uint64_t v;
 
 	n = drop_kicks(ev, n, &kicked);
 	/* EAGAIN is fine: another thread drained it. */
-	if (kicked && read(replay_kick_fd(node_replay(shim_node)), &v, sizeof(v)) != sizeof(v))
+	if (kicked && read(replay_waker_fd(node_replay(shim_node), waker_of(set)), &v,
+			   sizeof(v)) != sizeof(v))
 		v = 0;
 	return n;
 }

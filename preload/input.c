@@ -91,13 +91,8 @@ static int iov_cap(const struct iovec *iov, int iovcnt, size_t cap, struct iovec
 	return n;
 }
 
-APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
+static ssize_t read_tracked(int fd, struct fd_slot *s, void *buf, size_t len)
 {
-	struct fd_slot *s;
-
-	real_resolve();
-	if (!(s = shim_tracked(fd)))
-		return real.read(fd, buf, len);
 	struct iovec iov = { buf, len };
 	ssize_t n;
 	if (served_here(fd, s, &iov, 1, 0, &n))
@@ -109,16 +104,26 @@ APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 	return after_input(s, &iov, 1, real.read(fd, buf, cap));
 }
 
-APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
-	struct iovec capped[IOV_CAP];
 	struct fd_slot *s;
-	size_t want, cap;
 	ssize_t n;
 
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
-		return real.readv(fd, iov, iovcnt);
+		return real.read(fd, buf, len);
+	request_order_before_read(fd, s, 0);
+	n = read_tracked(fd, s, buf, len);
+	request_order_after_read(s, n);
+	return n;
+}
+
+static ssize_t readv_tracked(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt)
+{
+	struct iovec capped[IOV_CAP];
+	size_t want, cap;
+	ssize_t n;
+
 	if (served_here(fd, s, iov, iovcnt, 0, &n))
 		return n;
 	want = iov_total(iov, iovcnt);
@@ -131,16 +136,26 @@ APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	return after_input(s, iov, iovcnt, real.readv(fd, iov, iovcnt));
 }
 
-APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
-			     socklen_t *alen)
+APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	struct fd_slot *s;
-	struct iovec iov = { buf, len };
 	ssize_t n;
 
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
-		return real.recvfrom(fd, buf, len, flags, addr, alen);
+		return real.readv(fd, iov, iovcnt);
+	request_order_before_read(fd, s, 0);
+	n = readv_tracked(fd, s, iov, iovcnt);
+	request_order_after_read(s, n);
+	return n;
+}
+
+static ssize_t recvfrom_tracked(int fd, struct fd_slot *s, void *buf, size_t len, int flags,
+				struct sockaddr *addr, socklen_t *alen)
+{
+	struct iovec iov = { buf, len };
+	ssize_t n;
+
 	if (served_here(fd, s, &iov, 1, flags, &n)) {
 		if (n >= 0 && alen)
 			*alen = 0;	/* a stream socket names no sender */
@@ -156,21 +171,35 @@ APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct so
 	return after_input(s, &iov, 1, real.recvfrom(fd, buf, cap, flags, addr, alen));
 }
 
-APUS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
+			     socklen_t *alen)
 {
-	return recvfrom(fd, buf, len, flags, NULL, NULL);
-}
-
-APUS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
-{
-	struct iovec capped[IOV_CAP], *orig_iov = msg->msg_iov;
-	size_t orig_len = msg->msg_iovlen, want, cap;
 	struct fd_slot *s;
 	ssize_t n;
 
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
-		return real.recvmsg(fd, msg, flags);
+		return real.recvfrom(fd, buf, len, flags, addr, alen);
+	/* A peek leaves the bytes in the socket: no request starts. */
+	if (!(flags & MSG_PEEK))
+		request_order_before_read(fd, s, flags);
+	n = recvfrom_tracked(fd, s, buf, len, flags, addr, alen);
+	if (!(flags & MSG_PEEK))
+		request_order_after_read(s, n);
+	return n;
+}
+
+APUS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	return recvfrom(fd, buf, len, flags, NULL, NULL);
+}
+
+static ssize_t recvmsg_tracked(int fd, struct fd_slot *s, struct msghdr *msg, int flags)
+{
+	struct iovec capped[IOV_CAP], *orig_iov = msg->msg_iov;
+	size_t orig_len = msg->msg_iovlen, want, cap;
+	ssize_t n;
+
 	if (served_here(fd, s, msg->msg_iov, (int)msg->msg_iovlen, flags, &n)) {
 		if (n >= 0) {
 			msg->msg_namelen = 0;
@@ -192,4 +221,20 @@ APUS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	msg->msg_iov = orig_iov;
 	msg->msg_iovlen = orig_len;
 	return after_input(s, orig_iov, (int)orig_len, n);
+}
+
+APUS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	struct fd_slot *s;
+	ssize_t n;
+
+	real_resolve();
+	if (!(s = shim_tracked(fd)))
+		return real.recvmsg(fd, msg, flags);
+	if (!(flags & MSG_PEEK))
+		request_order_before_read(fd, s, flags);
+	n = recvmsg_tracked(fd, s, msg, flags);
+	if (!(flags & MSG_PEEK))
+		request_order_after_read(s, n);
+	return n;
 }

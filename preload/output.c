@@ -63,6 +63,7 @@ static inline int before_output(int fd, const struct iovec *iov, int iovcnt,
 	*hash = NULL;
 	if (!s)
 		return 0;
+	request_order_wrote();
 	if (s->kind == FD_REPLAY) {
 		total = iov_total(iov, iovcnt);
 		if (!total || total > SSIZE_MAX ||

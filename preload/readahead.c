@@ -57,7 +57,9 @@ int readahead_active(void)
 {
 	struct node *n = shim_node;
 
-	return n && node_config(n)->read_ahead && node_serving(n);
+	/* thread_order = requests orders each read with its request: the
+	 * per-read path. */
+	return n && node_config(n)->read_ahead && node_serving(n) && !request_order_on();
 }
 
 int readahead_pending(void)

@@ -73,14 +73,25 @@ int readahead_wait(int epfd, struct epoll_event *ev, int max, int timeout,
 void readahead_lock(void);
 void readahead_unlock(void);
 
-/* Backup (inplace.c): its epoll_wait(); EPFD of SET watches a replay
- * connection: our eventfd joins it.  (A read served from a held turn is
+/* Backup (inplace.c): its epoll_wait() on EPFD, whose slot is SET; EPFD
+ * watches a replay connection: the set's replay waker joins it.  (A read served from a held turn is
  * turns.h's replay_take.) */
-int inplace_wait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *sigmask,
-		 real_wait_fn wait);
+int inplace_wait(int epfd, struct fd_slot *set, struct epoll_event *ev, int max, int timeout,
+		 const sigset_t *sigmask, real_wait_fn wait);
 void inplace_set_watches(int epfd, struct fd_slot *set);
+/* Set SET is closed: its waker goes back. */
+void inplace_set_closed(struct fd_slot *set);
 /* Drops our eventfd's events from EV[0..n) (draining it); the new count. */
-int inplace_drop_kicks(struct epoll_event *ev, int n);
+int inplace_drop_kicks(struct fd_slot *set, struct epoll_event *ev, int n);
+
+/* thread_order = requests (request_order.c): whether it is on; a server
+ * thread waits for events, wrote to a replicated connection, is about to
+ * read one (S, with FLAGS), read N from it. */
+int request_order_on(void);
+void request_order_idle(void);
+void request_order_wrote(void);
+void request_order_before_read(int fd, struct fd_slot *s, int flags);
+void request_order_after_read(struct fd_slot *s, ssize_t n);
 
 /* Proposes the CLOSE of a leader's client connection, once. */
 void shim_log_close(struct fd_slot *s);

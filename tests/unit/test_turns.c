@@ -11,7 +11,10 @@
  * are the held turns in log order, stopping before a second turn of one
  * fd; replay_take() serves only the head turn, at most its bytes; a
  * server about to sleep is told to when nothing is ready and is kicked
- * when a turn arrives. */
+ * when a turn arrives.
+ * Two epoll sets (a multi-threaded server): each thread is woken only for
+ * its own set's turn at the head; with thread_order = requests the head
+ * stays on a taken turn until its thread asks for input. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -152,7 +155,7 @@ static void socket_path(void)
 
 static int ready(int *fds, int cap)
 {
-	return replay_ready_fds(r, fds, cap);
+	return replay_ready_fds(r, 0, fds, cap);
 }
 
 static void expect_ready(const int *want, int n, int line)
@@ -194,11 +197,16 @@ static void expect_no_take(struct srv_conn *c, int line)
 	      line, c->fd);
 }
 
-static int kicked(void)
+static int kicked_waker(int waker)
 {
-	struct pollfd p = { replay_kick_fd(r), POLLIN, 0 };
+	struct pollfd p = { replay_waker_fd(r, waker), POLLIN, 0 };
 
 	return poll(&p, 1, 0) == 1;
+}
+
+static int kicked(void)
+{
+	return kicked_waker(0);
 }
 
 static void in_place(void)
@@ -206,9 +214,9 @@ static void in_place(void)
 	uint64_t ci, di, ei;
 	struct srv_conn c = open_conn(&ci), d = open_conn(&di), e = open_conn(&ei);
 
-	replay_tap_watch(c.tap, 1);
-	replay_tap_watch(d.tap, 1);
-	replay_tap_watch(e.tap, 1);
+	replay_tap_watch(c.tap, 1, 0);
+	replay_tap_watch(d.tap, 1, 0);
+	replay_tap_watch(e.tap, 1, 0);
 	EXPECT_READY(0);
 	exec(ENTRY_RECV, ci, "c1");
 	exec(ENTRY_RECV, di, "dd2");
@@ -218,7 +226,7 @@ static void in_place(void)
 	/* C's second turn waits for its first: the list stops there. */
 	EXPECT_READY(0, c.fd, d.fd);
 	CHECK(ready((int[1]){ 0 }, 1) == 1, "cap");
-	CHECK(!replay_server_sleep(r), "a server with a ready turn was let sleep");
+	CHECK(!replay_server_sleep(r, 0), "a server with a ready turn was let sleep");
 	expect_no_take(&d, __LINE__);
 	expect_no_take(&e, __LINE__);
 	expect_take(&c, 1, "c", __LINE__);
@@ -239,14 +247,116 @@ static void in_place(void)
 
 	/* Nothing ready: the server sleeps, and a new turn kicks it. */
 	CHECK(!kicked(), "kicked with nothing to do");
-	CHECK(replay_server_sleep(r), "the server was kept awake with nothing ready");
+	CHECK(replay_server_sleep(r, 0), "the server was kept awake with nothing ready");
 	exec(ENTRY_RECV, di, "d5");
 	CHECK(kicked(), "a sleeping server was not kicked for its turn");
-	replay_server_awake(r);
+	replay_server_awake(r, 0);
 	CHECK(!kicked(), "the kick was not consumed");
 	EXPECT_READY(0, d.fd);
 	expect_take(&d, 100, "d5", __LINE__);
 	EXPECT_READY(0);
+}
+
+/* A multi-threaded server: two epoll sets (two threads), each with its
+ * own waker.  A thread sees ready only its own set's turns from the head
+ * on, and the head's move to a turn of the other set wakes that set, not
+ * this one: the thread that can take the turn. */
+static void two_sets(void)
+{
+	uint64_t ci, di;
+	struct srv_conn c = open_conn(&ci), d = open_conn(&di);
+	int wa = replay_waker_open(r), wb = replay_waker_open(r), fds[4];
+
+	CHECK(wa > 0 && wb > 0 && wa != wb, "wakers %d and %d", wa, wb);
+	CHECK(replay_waker_fd(r, wa) != replay_waker_fd(r, wb), "two sets share an eventfd");
+	replay_tap_watch(c.tap, 1, wa);
+	replay_tap_watch(d.tap, 1, wb);
+
+	/* B's thread sleeps: the head is A's. */
+	CHECK(replay_server_sleep(r, wb), "B kept awake with nothing of its own ready");
+	exec(ENTRY_RECV, ci, "c1");
+	exec(ENTRY_RECV, di, "d2");
+	exec(ENTRY_RECV, ci, "c3");
+	CHECK(!kicked_waker(wb), "B kicked for A's turn");
+	CHECK(replay_ready_fds(r, wb, fds, 4) == 0, "B sees a turn behind A's as ready");
+	CHECK(replay_ready_fds(r, wa, fds, 4) == 1 && fds[0] == c.fd, "A's head turn not ready");
+	CHECK(!replay_server_sleep(r, wa), "A let sleep with its turn at the head");
+
+	/* A takes its turn: the head is B's, and B (asleep) is woken. */
+	expect_take(&c, 100, "c1", __LINE__);
+	CHECK(kicked_waker(wb), "B asleep and not woken for its turn");
+	CHECK(!kicked_waker(wa), "A kicked for B's turn");
+	replay_server_awake(r, wb);
+	CHECK(!kicked_waker(wb), "B's kick not consumed");
+	CHECK(replay_ready_fds(r, wa, fds, 4) == 0, "A sees its second turn before B's");
+	expect_no_take(&c, __LINE__);
+
+	/* A sleeps now; B takes its turn and wakes A. */
+	CHECK(replay_server_sleep(r, wa), "A kept awake");
+	CHECK(replay_ready_fds(r, wb, fds, 4) == 1 && fds[0] == d.fd, "B's turn not ready");
+	expect_take(&d, 100, "d2", __LINE__);
+	CHECK(kicked_waker(wa), "A asleep and not woken for its turn");
+	replay_server_awake(r, wa);
+	expect_take(&c, 100, "c3", __LINE__);
+	CHECK(!replay_maintain(r), "turns left after every take");
+
+	/* A set given back: its waker serves the next set. */
+	replay_waker_close(r, wb);
+	CHECK(replay_waker_open(r) == wb, "a given-back waker was not reused");
+	replay_tap_close(r, c.tap);
+	close(c.fd);
+	replay_tap_close(r, d.tap);
+	close(d.fd);
+}
+
+/* thread_order = requests: a turn taken whole keeps the head until the
+ * thread that took it asks for input (replay_request_done): no thread
+ * takes the next turn meanwhile, and a request that runs too long lets
+ * the next one go (the role thread, after 50 ms). */
+static void request_order(void)
+{
+	uint64_t ci, di;
+	struct srv_conn c = open_conn(&ci), d = open_conn(&di);
+	int wa = replay_waker_open(r), wb = replay_waker_open(r), fds[4];
+
+	node.cfg.thread_order = ORDER_REQUESTS;
+	replay_tap_watch(c.tap, 1, wa);
+	replay_tap_watch(d.tap, 1, wb);
+	exec(ENTRY_RECV, ci, "c1");
+	exec(ENTRY_RECV, di, "d2");
+	exec(ENTRY_RECV, ci, "c3");
+
+	expect_take(&c, 100, "c1", __LINE__);
+	/* C's request runs: D's turn is not ready, on no set. */
+	CHECK(replay_ready_fds(r, wb, fds, 4) == 0, "B ready while A's request runs");
+	CHECK(replay_ready_fds(r, wa, fds, 4) == 0, "A ready for a turn it took");
+	CHECK(replay_server_sleep(r, wb), "B kept awake while A's request runs");
+	expect_no_take(&d, __LINE__);
+	expect_no_take(&c, __LINE__);
+	CHECK(!kicked_waker(wb), "B kicked while A's request runs");
+	/* A asks for input again: its request is done, B is woken. */
+	replay_request_done(r);
+	CHECK(kicked_waker(wb), "B asleep and not woken when A's request ended");
+	replay_server_awake(r, wb);
+	replay_request_done(r);	/* twice: nothing more */
+	CHECK(replay_ready_fds(r, wb, fds, 4) == 1 && fds[0] == d.fd, "B's turn not ready");
+	expect_take(&d, 100, "d2", __LINE__);
+
+	/* D's request never asks for input (a lock wait): after 50 ms the
+	 * role thread lets C's next turn go. */
+	CHECK(replay_maintain(r), "the turns ran out");
+	expect_no_take(&c, __LINE__);
+	usleep(60 * 1000);
+	replay_maintain(r);
+	expect_take(&c, 100, "c3", __LINE__);
+	replay_request_done(r);	/* this thread took c3 last: nothing to undo */
+	CHECK(!replay_maintain(r), "turns left after every take");
+
+	node.cfg.thread_order = ORDER_READS;
+	replay_tap_close(r, c.tap);
+	close(c.fd);
+	replay_tap_close(r, d.tap);
+	close(d.fd);
 }
 
 /* Also after a failed check. */
@@ -283,6 +393,8 @@ int main(void)
 
 	socket_path();
 	in_place();
+	two_sets();
+	request_order();
 
 	printf("ok\n");
 	return 0;

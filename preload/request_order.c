@@ -1,0 +1,166 @@
+/* thread_order = requests: requests of a multi-threaded server execute one
+ * at a time, in log order, on every replica (README, "Multi-threaded
+ * servers").
+ *
+ * A request runs on the thread that read it, from the read that got its
+ * input until the thread asks for input again: it waits for events
+ * (epoll_wait), or reads a replicated connection after writing to one (its
+ * reply is out).  A read that finds nothing (EAGAIN) before any reply ends
+ * nothing: event loops read until EAGAIN, then handle what they read.
+ *
+ * Leader: the request token.  A thread takes it before a read of a client
+ * and keeps it until its request ends, so the reads that get input (and so
+ * the log's RECV entries) and the requests they start come in one order.
+ * A blocking read waits for its bytes before it takes the token: an idle
+ * thread never holds the others up.  Backups: the head turn stays on the
+ * turn a thread took until the request it started ends (turns.h,
+ * replay_request_done), so requests run in the log's order there too.
+ *
+ * A request that runs longer than ORDER_STALL_NS (a lock wait inside the
+ * server, a slow command) lets the next one start beside it, logged: the
+ * server must never wait for ever on an order it cannot keep. */
+#define LOG_PREFIX "shim: "
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../coordinator/clock.h"
+#include "../coordinator/futex.h"
+#include "../coordinator/logger.h"
+#include "../coordinator/turns.h"
+#include "shim.h"
+
+#define ORDER_STALL_NS (50 * 1000000ULL)
+#define WAIT_SLICE_US 1000
+
+/* The leader's token: the holder's thread id, 0 when free. */
+static uint32_t token;
+static uint32_t token_waiters;
+static uint64_t steal_warn_ns;
+
+/* This thread's part. */
+static __thread int holding;	/* leader: the token */
+static __thread int got_input;	/* its request read some input */
+static __thread int wrote;	/* it wrote to a replicated connection since */
+static __thread uint32_t my_tid;
+
+int request_order_on(void)
+{
+	return shim_node && node_config(shim_node)->thread_order == ORDER_REQUESTS;
+}
+
+static void token_release(void)
+{
+	uint32_t me = my_tid;
+
+	holding = 0;
+	got_input = 0;
+	wrote = 0;
+	/* A CAS: the token may have been taken from us after a stall. */
+	if (__atomic_compare_exchange_n(&token, &me, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&token_waiters, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &token, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void token_take(void)
+{
+	uint32_t seen = 0;	/* the holder we wait for, since SEEN_NS */
+	uint64_t seen_ns = 0;
+
+	if (!my_tid)
+		my_tid = (uint32_t)syscall(SYS_gettid);
+	for (;;) {
+		uint32_t holder = 0;
+
+		if (__atomic_compare_exchange_n(&token, &holder, my_tid, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			break;
+		uint64_t now = now_ns();
+		if (holder != seen) {
+			seen = holder;
+			seen_ns = now;
+		} else if (now - seen_ns >= ORDER_STALL_NS &&
+			   __atomic_compare_exchange_n(&token, &holder, my_tid, 0, __ATOMIC_ACQUIRE,
+						       __ATOMIC_RELAXED)) {
+			if (now - __atomic_load_n(&steal_warn_ns, __ATOMIC_RELAXED) > 10000000000ULL) {
+				__atomic_store_n(&steal_warn_ns, now, __ATOMIC_RELAXED);
+				pr_warn("a request on thread %u ran %llu ms without asking for input: "
+					"the next one starts beside it (request order given up for it; "
+					"logged once per 10 s)", holder,
+					(unsigned long long)(ORDER_STALL_NS / 1000000));
+			}
+			break;
+		}
+		struct timespec ts = { 0, WAIT_SLICE_US * 1000L };
+		__atomic_add_fetch(&token_waiters, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, &token, FUTEX_WAIT_PRIVATE, holder, &ts, NULL, 0);
+		__atomic_sub_fetch(&token_waiters, 1, __ATOMIC_SEQ_CST);
+	}
+	holding = 1;
+	got_input = 0;
+	wrote = 0;
+}
+
+/* Whether a read of FD would block (a blocking socket, no MSG_DONTWAIT). */
+static int blocking(int fd, int flags)
+{
+	return !(flags & MSG_DONTWAIT) && !(fcntl(fd, F_GETFL) & O_NONBLOCK);
+}
+
+void request_order_idle(void)
+{
+	if (!request_order_on())
+		return;
+	if (holding)
+		token_release();
+	if (node_replay(shim_node)) {
+		wrote = 0;
+		replay_request_done(node_replay(shim_node));
+	}
+}
+
+void request_order_wrote(void)
+{
+	wrote = 1;
+}
+
+void request_order_before_read(int fd, struct fd_slot *s, int flags)
+{
+	if (!request_order_on())
+		return;
+	if (s->kind == FD_REPLAY) {
+		if (wrote) {
+			wrote = 0;
+			replay_request_done(node_replay(shim_node));
+		}
+		return;
+	}
+	if (s->kind != FD_CLIENT || !node_serving(shim_node))
+		return;
+	if (holding && !wrote)
+		return;		/* its request still reads its input */
+	if (holding)
+		token_release();
+	if (blocking(fd, flags)) {
+		/* Idle until the client sends: without the token. */
+		struct pollfd p = { fd, POLLIN, 0 };
+		while (poll(&p, 1, -1) < 0 && errno == EINTR)
+			;
+	}
+	token_take();
+}
+
+void request_order_after_read(struct fd_slot *s, ssize_t n)
+{
+	int e = errno;
+
+	if (!holding || s->kind != FD_CLIENT)
+		return;
+	if (n >= 0)
+		got_input = 1;
+	else if (!got_input)
+		token_release();	/* nothing came: no request began */
+	errno = e;
+}
