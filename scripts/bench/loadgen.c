@@ -49,6 +49,7 @@ struct opts {
 	enum op op;
 	const char *host, *port;
 	const char *cdf;	/* --cdf: where to write the latency distribution */
+	const char *prefix;	/* --key-prefix: keys are <prefix>:<k> */
 	uint64_t clients, requests, size, keyspace, replicas, timeout_s, seed, wait_timeout_ms;
 };
 
@@ -167,7 +168,7 @@ static size_t build_redis(const struct bench *b, char *w, const char *key, size_
 static size_t build_etcd(const struct bench *b, char *w, const char *key, size_t klen)
 {
 	bool set = b->o->op == OP_SET;
-	char k64[64];
+	char k64[160]; /* base64 of a key of up to 96 bytes */
 	size_t k64len = b64_encode(k64, key, klen), n = 0;
 	size_t body = 8 + k64len + (set ? 11 + b->vlen : 0) + 2;
 	n += (size_t)sprintf(w, "POST /v3/kv/%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
@@ -469,10 +470,10 @@ static int flush(struct bench *b, struct client *c)
 
 static int start_request(struct bench *b, struct client *c)
 {
-	char key[32];
+	char key[96];
 	/* Uniform in [0, K) without the bias of a modulo. */
 	uint64_t k = (uint64_t)(((unsigned __int128)splitmix64(&c->rng) * b->o->keyspace) >> 64);
-	size_t klen = (size_t)snprintf(key, sizeof key, "key:%" PRIu64, k);
+	size_t klen = (size_t)snprintf(key, sizeof key, "%s:%" PRIu64, b->o->prefix, k);
 	c->wlen = b->o->proto == ETCD	     ? build_etcd(b, c->wbuf, key, klen)
 		  : b->o->proto == MEMCACHED ? build_memcached(b, c->wbuf, key, klen)
 					     : build_redis(b, c->wbuf, key, klen);
@@ -815,6 +816,7 @@ static const char usage[] =
 	"  --op set|get         SET or GET; etcd: put or range; memcached: set or get (set)\n"
 	"  --size BYTES         value size of a set (64)\n"
 	"  --keyspace K         keys key:0 .. key:K-1, picked uniformly (100000)\n"
+	"  --key-prefix P       keys P:0 .. P:K-1 instead (at most 64 bytes)\n"
 	"  --replicas R         redis-wait: WAIT R 0 pipelined behind each SET (2)\n"
 	"  --timeout-s S        stop when nothing completes for S seconds (120)\n"
 	"  --seed X             seed of the clients' key choices (1)\n"
@@ -854,10 +856,11 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{ "size", required_argument, NULL, 's' },   { "keyspace", required_argument, NULL, 'k' },
 		{ "replicas", required_argument, NULL, 'r' }, { "timeout-s", required_argument, NULL, 't' },
 		{ "seed", required_argument, NULL, 'S' },   { "cdf", required_argument, NULL, 'C' },   { "wait-timeout-ms", required_argument, NULL, 'W' },
+		{ "key-prefix", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'H' },	    { NULL, 0, NULL, 0 },
 	};
 	*o = (struct opts){ .proto = (enum proto)-1, .clients = 50, .requests = 100000, .size = 64,
-			    .keyspace = 100000, .replicas = 2, .timeout_s = 120, .seed = 1 };
+			    .keyspace = 100000, .replicas = 2, .timeout_s = 120, .seed = 1, .prefix = "key" };
 	int ch, idx;
 	opterr = 0; /* our own one-line message */
 	while ((ch = getopt_long(argc, argv, "", longopts, &idx)) != -1) {
@@ -885,6 +888,11 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case 't': o->timeout_s = num_arg(name, optarg, 1, 1000000); break;
 		case 'S': o->seed = num_arg(name, optarg, 0, UINT64_MAX); break;
 		case 'C': o->cdf = optarg; break;
+		case 'K':
+			if (!*optarg || strlen(optarg) > 64 || strpbrk(optarg, " \t\r\n"))
+				bad_arg("--key-prefix: want 1 to 64 bytes without blanks, got '%s'", optarg);
+			o->prefix = optarg;
+			break;
 		case 'W': o->wait_timeout_ms = num_arg(name, optarg, 0, 1000000000); break;
 		case 'H': fputs(usage, stdout); exit(0);
 		default: bad_arg("%s '%s'", optopt ? "missing value for" : "unknown option", argv[optind - 1]);
