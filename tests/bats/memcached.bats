@@ -8,14 +8,17 @@
 # Replicas are read over each memcached's second listener, an admin port
 # that is not replicated (apps/memcached/digest.py).
 #
-# APUS_TEST_MC_THREADS: memcached's -t (default 4).  APUS_TEST_NETNS=1:
-# over tcp, each replica in a network namespace (as the other suites).
+# APUS_TEST_MC_THREADS: memcached's -t (default 4); APUS_TEST_THREAD_ORDER:
+# thread_order (default requests, as apps/memcached's configs); with
+# APUS_TEST_NETNS=1 over tcp, each replica in a network namespace.
 
 load helpers
 
 MC="$APUS_ROOT/apps/memcached"
 FAULT="$APUS_ROOT/scripts/fault.sh"
 MC_THREADS="${APUS_TEST_MC_THREADS:-4}"
+# The shipped configs' thread_order (README, "Multi-threaded servers").
+MC_THREAD_ORDER="${APUS_TEST_THREAD_ORDER:-requests}"
 # Ports of this file: 19900-19999 (helpers.bash: app PORTBASE+1+i, peers
 # PORTBASE+51+i; here the admin ports PORTBASE+30+i, a bare memcached on
 # PORTBASE+90).
@@ -35,7 +38,7 @@ function mc_conf() {
 	local dir=$1 pb=$2 conf cmd
 	conf=$(APUS_TEST_SNAPSHOTS=off make_conf "$dir" "$pb") || return 1
 	cmd="memcached -p {port} -l {address}:{port},{address}:$(((pb + 30) / 10)){node} -U 0 -t $MC_THREADS -u root -m 64"
-	sed -i "s|^app_cmd .*|app_cmd      = $cmd|" "$conf"
+	sed -i "s|^app_cmd .*|app_cmd      = $cmd\nthread_order = $MC_THREAD_ORDER|" "$conf"
 	grep -q "^app_cmd      = memcached " "$conf" || return 1
 	echo "$conf"
 }
@@ -210,7 +213,7 @@ function setup() {
 	fi
 }
 
-@test "every replica runs memcached with $MC_THREADS worker threads" {
+@test "every replica runs memcached with $MC_THREADS worker threads (thread_order = $MC_THREAD_ORDER)" {
 	local n
 	for n in $(conf_nodes "$CONF"); do
 		run mc "$n" "stats settings"
@@ -229,6 +232,9 @@ while True:
 		assert_eq "$output" "$MC_THREADS" "node $n num_threads"
 	done
 }
+
+# Tests of this file share one cluster: each writes and compares keys of its
+# own (a prefix of its own), so that one's divergence does not fail the next.
 
 @test "50 connections of mixed set/get/incr/decr/append/prepend/delete/add: every replica ends with the same data" {
 	local leader d keys
@@ -259,7 +265,7 @@ while True:
 	assert_eq "$status" 0 "workload.py exit status"
 	assert_eq "$(mc_get "$(leader_id)" shared:0)" $((2 * n)) "shared:0 on the leader"
 	wait_mc_value "$(conf_nodes "$CONF")" shared:0 $((2 * n))
-	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --all
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --prefix shared --keys 1
 }
 
 @test "loadgen --proto memcached (the benchmark's client): every request counted, error replies are errors" {
@@ -289,11 +295,11 @@ while True:
 	local lg="$APUS_ROOT/build/bench/loadgen" op
 	for op in set get; do
 		run timeout 300 "$lg" --proto memcached --host "$(leader_host)" --port "$(leader_port)" \
-			--op "$op" --clients 50 --requests 20000 --keyspace 5000 --size 100 --seed 7
+			--op "$op" --clients 50 --requests 20000 --keyspace 5000 --key-prefix lg --size 100 --seed 7
 		echo "$output"
 		assert_eq "$status" 0 "loadgen $op"
 	done
-	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --all
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --prefix lg --keys 5000
 }
 
 @test "kill -9 the leader's memcached under an audited writer: a new leader serves, nothing acknowledged is lost" {
@@ -306,7 +312,7 @@ while True:
 	# the leader run at the kill (its connections break then: its exit
 	# status is not looked at).
 	timeout 60 python3 "$MC/workload.py" --host "$(leader_host)" --port "$(leader_port)" \
-		--conns 8 --ops 0 --duration 3 --keys "$KEYS" --seed failover >/dev/null 2>&1 3>&- &
+		--conns 8 --ops 0 --duration 3 --keys "$KEYS" --prefix fobg --seed failover >/dev/null 2>&1 3>&- &
 	local load=$!
 	sleep 1.5
 	"$FAULT" kill --config "$CONF" --node "$old"
@@ -324,11 +330,19 @@ while True:
 		echo "node $n: $output"
 		assert_eq "$status" 0 "audit on node $n"
 	done
-	wait_mc_digests_equal "$(others "$old")" 30 --all
+	wait_mc_digests_equal "$(others "$old")" 30 --prefix fobg --keys "$KEYS"
+	wait_mc_digests_equal "$(others "$old")" 30 --prefix fo --keys 601 --key fo:ctr
 	grep -q "serving clients as leader of view" "$(data_dir "$NEW")/apus.log" || fail "node $NEW never served"
 	# The old leader comes back as a backup: with no snapshot it executes
 	# the log from its start (the whole history fits in the log here).
 	"$FAULT" restart --config "$CONF" --node "$old" 3>&-
-	wait_mc_digests_equal "$(conf_nodes "$CONF")" 60 --all
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 60 --prefix fobg --keys "$KEYS"
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --prefix fo --keys 601 --key fo:ctr
 	assert_eq "$(status_node "$(status_json)" "$old" role)" backup "role of the restarted node"
+}
+
+# Each test above compares its own keys; this compares everything the
+# servers hold, whatever its name, after all of them.
+@test "at the end: every replica holds the same items (all keys, lru_crawler metadump)" {
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --all
 }
