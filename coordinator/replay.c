@@ -106,6 +106,7 @@ static void sched_push(struct replay *r, struct replay_tap *t, uint32_t type, ui
 	s->done = 0;
 	/* Pairs with the acquire loads of tail in replay_gate(). */
 	__atomic_store_n(&r->tail, r->tail + 1, __ATOMIC_RELEASE);
+	replay_kick_head(r);
 }
 
 /* --- Connections --- */
@@ -368,7 +369,6 @@ static int exec_recv(struct replay *r, const struct entry_hdr *e)
 				memcpy(copy, data, e->data_sz);
 				__atomic_add_fetch(&r->held, e->data_sz, __ATOMIC_RELEASE);
 				sched_push(r, c->tap, ENTRY_RECV, e->data_sz, copy);
-				replay_kick_head(r);
 				return 1;
 			}
 		}

@@ -31,6 +31,7 @@ struct replay_tap {
 	uint32_t gen;		/* bumped each time the tap is armed for a new connection */
 	uint32_t watched;	/* the server watches it with epoll: bytes may stay with us */
 	uint32_t waker;		/* the waker of the set that watches it (turns.h) */
+	uint32_t reader;	/* the server thread that read it last */
 	int32_t ours;		/* our end of the connection */
 	struct rconn *conn;	/* its connection, for the server's output (out_lock) */
 };
@@ -88,6 +89,10 @@ struct replay {
 		uint32_t taken;
 	} wakers[WAKERS];
 	pthread_mutex_t waker_lock;	/* taking and giving back wakers */
+	/* Rung at every move of the head and every new turn: server threads
+	 * whose read of a replay connection waits for its turn (not watched
+	 * by epoll: replay_gate_wait) sleep on it. */
+	uint32_t turn_bell, turn_sleepers;
 	int waker_full_said;
 	/* The output check of a connection, fed by the server's own writes
 	 * (replay_absorb) as well as by the backup thread. */

@@ -10,11 +10,20 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "clock.h"
+#include "futex.h"
 #include "logger.h"
 #include "replay_internal.h"
 #include "sys.h"
+
+/* A read that is not its connection's turn, on a connection no epoll set
+ * watches: how long a non-blocking one waits for the turn before EAGAIN,
+ * and the slices a blocking one sleeps in. */
+#define GATE_WAIT_NS (10 * 1000000ULL)
+#define GATE_SLICE_US 1000
 
 /* thread_order = requests: the turn this thread took last, whose request
  * may still run (the head stays on it until the thread asks for input). */
@@ -86,11 +95,51 @@ size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want)
 	return want < s->remaining ? want : (size_t)s->remaining;
 }
 
+/* This thread's id, for replay_tap.reader. */
+static uint32_t thread_id(void)
+{
+	static __thread uint32_t tid;
+
+	if (!tid)
+		tid = (uint32_t)syscall(SYS_gettid);
+	return tid;
+}
+
+size_t replay_gate_wait(struct replay *r, struct replay_tap *t, size_t want, int blocking)
+{
+	uint64_t start = now_ns(), h;
+
+	for (;;) {
+		uint32_t seen = __atomic_load_n(&r->turn_bell, __ATOMIC_SEQ_CST);
+		size_t cap = replay_gate(r, t, want);
+		const struct turn *s;
+
+		if (cap)
+			return cap;
+		/* The server closed it meanwhile, or this node leads now: the
+		 * socket says what there is. */
+		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED ||
+		    node_serving(r->n))
+			return want;
+		if (!blocking && now_ns() - start >= GATE_WAIT_NS)
+			return 0;
+		/* The head's connection is read by this very thread (a server
+		 * that polls many): only it can take that turn, so no wait. */
+		s = sched_head(r, &h);
+		if (!blocking && s && __atomic_load_n(&s->tap->reader, __ATOMIC_RELAXED) == thread_id())
+			return 0;
+		/* The bell wakes us; the slice is a safety net. */
+		bell_wait(&r->turn_bell, &r->turn_sleepers, seen,
+			  blocking ? 100 * GATE_SLICE_US : GATE_SLICE_US);
+	}
+}
+
 void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n)
 {
 	uint64_t free = __atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE), h;
 	struct turn *s;
 
+	__atomic_store_n(&t->reader, thread_id(), __ATOMIC_RELAXED);
 	if (n > 0 && free) {
 		uint64_t k = (uint64_t)n < free ? (uint64_t)n : free;
 		__atomic_sub_fetch(&t->free_bytes, k, __ATOMIC_RELEASE);
@@ -235,6 +284,7 @@ void replay_kick_head(struct replay *r)
 	 * the head to it), then look for a sleeper; it counts itself, then
 	 * looks for the turn. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	bell_ring(&r->turn_bell, &r->turn_sleepers);
 	s = sched_head(r, &h);
 	if (!s || !s->data)
 		return;

@@ -13,7 +13,8 @@
  *   a read of a replay connection, in this order: replay_take (in place:
  *                the turn's bytes are held here; if it serves the read,
  *                nothing else is called), else replay_gate before the
- *                socket read (how much may be read now; 0: EAGAIN) and
+ *                socket read (how much may be read now; 0: then
+ *                replay_gate_wait, and EAGAIN if it says 0 too) and
  *                replay_tap_read after it with what it got (bytes, or 0
  *                for end of stream), before the next gate of that tap.
  *   a write      replay_absorb: in place, the output goes to the check.
@@ -65,6 +66,13 @@ struct replay_tap *replay_tap_claim(struct replay *r, int fd, const void *peer_s
 /* Before the server reads a replay connection: how many bytes it may read
  * now (at most WANT); 0 when it is not this connection's turn. */
 size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want);
+/* replay_gate() said 0 for a connection no epoll set watches (a thread
+ * per connection, poll(), blocking reads): waits for the turn, until it
+ * comes if BLOCKING, else up to 10 ms (none when the head's connection was
+ * last read by this thread: only it can take that turn); returns
+ * replay_gate()'s answer then.  Not for connections in an epoll set:
+ * epoll reports their turns. */
+size_t replay_gate_wait(struct replay *r, struct replay_tap *t, size_t want, int blocking);
 /* After it read: N > 0 bytes, or end of stream (N == 0). */
 void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n);
 /* The server closed its end. */

@@ -31,14 +31,22 @@ static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcn
 }
 
 /* Backup: how much of a replay connection the server may read now; 0 sets
- * EAGAIN (not its turn: the bytes stay in the socket for later). */
-static size_t gate(struct fd_slot *s, size_t want)
+ * EAGAIN (not its turn: the bytes stay in the socket for later).  A
+ * server that does not watch the connection with epoll (a thread per
+ * connection, poll()) waits for the turn here, briefly if the read would
+ * not block: its poll() says readable while bytes of a later turn sit in
+ * the socket. */
+static size_t gate(int fd, struct fd_slot *s, size_t want, int flags)
 {
 	size_t cap;
 
 	if (s->kind != FD_REPLAY || !want)
 		return want;
 	cap = replay_gate(node_replay(shim_node), s->tap, want);
+	if (!cap && !s->ep_set) {
+		int blocks = !(flags & MSG_DONTWAIT) && !(fcntl(fd, F_GETFL) & O_NONBLOCK);
+		cap = replay_gate_wait(node_replay(shim_node), s->tap, want, blocks);
+	}
 	if (!cap)
 		errno = EAGAIN;
 	return cap;
@@ -97,7 +105,7 @@ static ssize_t read_tracked(int fd, struct fd_slot *s, void *buf, size_t len)
 	ssize_t n;
 	if (served_here(fd, s, &iov, 1, 0, &n))
 		return n;
-	size_t cap = gate(s, len);
+	size_t cap = gate(fd, s, len, 0);
 	if ((len && !cap) || !room_for(fd, s))
 		return -1;
 	iov.iov_len = cap;
@@ -127,7 +135,7 @@ static ssize_t readv_tracked(int fd, struct fd_slot *s, const struct iovec *iov,
 	if (served_here(fd, s, iov, iovcnt, 0, &n))
 		return n;
 	want = iov_total(iov, iovcnt);
-	if ((!(cap = gate(s, want)) && want) || !room_for(fd, s))
+	if ((!(cap = gate(fd, s, want, 0)) && want) || !room_for(fd, s))
 		return -1;
 	if (cap < want) {
 		iovcnt = iov_cap(iov, iovcnt, cap, capped);
@@ -164,7 +172,7 @@ static ssize_t recvfrom_tracked(int fd, struct fd_slot *s, void *buf, size_t len
 	/* A peek leaves the bytes in the socket: they count when really read. */
 	if (flags & MSG_PEEK)
 		return real.recvfrom(fd, buf, len, flags, addr, alen);
-	size_t cap = gate(s, len);
+	size_t cap = gate(fd, s, len, flags);
 	if ((len && !cap) || !room_for(fd, s))
 		return -1;
 	iov.iov_len = cap;
@@ -211,7 +219,7 @@ static ssize_t recvmsg_tracked(int fd, struct fd_slot *s, struct msghdr *msg, in
 	if (flags & MSG_PEEK)
 		return real.recvmsg(fd, msg, flags);
 	want = iov_total(msg->msg_iov, (int)msg->msg_iovlen);
-	if ((!(cap = gate(s, want)) && want) || !room_for(fd, s))
+	if ((!(cap = gate(fd, s, want, flags)) && want) || !room_for(fd, s))
 		return -1;
 	if (cap < want) {
 		msg->msg_iovlen = (size_t)iov_cap(orig_iov, (int)orig_len, cap, capped);

@@ -5,8 +5,9 @@
 # col is in bsdextrautils), curl and python3 (metrics.bats scrapes, and holds
 # a port), systemd (install.bats: systemd-analyze verify; nothing is started),
 # and what the benchmark suite compares against or
-# draws with (etcd, gnuplot); memcached and libmemcached-tools (memcslap) for
-# apps/memcached. Idempotent: does nothing when all are present.
+# draws with (etcd, gnuplot), apps/mariadb's server, client and sysbench, and
+# apps/memcached's memcached and libmemcached-tools (memcslap).
+# Idempotent: does nothing when all are present.
 set -euo pipefail
 
 PKGS=(
@@ -19,6 +20,7 @@ PKGS=(
 	man-db groff-base bsdextrautils
 	curl python3 systemd
 	etcd-server etcd-client gnuplot-nox
+	mariadb-server mariadb-client sysbench
 	memcached libmemcached-tools
 )
 
@@ -83,6 +85,15 @@ for p in "${missing[@]}"; do
 	log "stopping the system etcd service, if any"
 	"${SUDO[@]}" service etcd stop >/dev/null 2>&1 || true
 	pkill -x etcd 2>/dev/null || true
+done
+
+# And for MariaDB's (apps/mariadb starts its own replicas on 3307-3309 and
+# the tests on 20101-20103; the system one on 3306 only costs memory). The
+# machine may not run systemd: `service` is enough, and its failure is not.
+for p in "${missing[@]}"; do
+	[ "$p" = mariadb-server ] || continue
+	log "stopping the system mariadb service, if any"
+	"${SUDO[@]}" service mariadb stop >/dev/null 2>&1 || true
 done
 
 # And memcached's, started on 11211 by the package (invoke-rc.d): the tests

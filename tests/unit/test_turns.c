@@ -19,11 +19,13 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "coordinator/clock.h"
 #include "coordinator/node_internal.h"
 #include "coordinator/replay.h"
 #include "coordinator/turns.h"
@@ -359,6 +361,69 @@ static void request_order(void)
 	close(d.fd);
 }
 
+struct gate_waiter {
+	struct srv_conn *c;
+	int blocking;
+	size_t cap;
+	uint64_t waited_ns;
+	int done;
+};
+
+static void *wait_turn(void *arg)
+{
+	struct gate_waiter *w = arg;
+	uint64_t t0 = now_ns();
+
+	w->cap = replay_gate_wait(r, w->c->tap, 100, w->blocking);
+	w->waited_ns = now_ns() - t0;
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A thread per connection (no epoll): a read that is not its turn waits
+ * for it in replay_gate_wait: a blocking one until the turn comes, a
+ * non-blocking one 10 ms at most, and none when the head's connection is
+ * read by the waiting thread itself. */
+static void gate_wait(void)
+{
+	uint64_t ci, di;
+	struct srv_conn c = open_conn(&ci), d = open_conn(&di);
+	struct gate_waiter w = { &d, 1, 0, 0, 0 };
+	pthread_t th;
+
+	exec(ENTRY_RECV, ci, "c1");
+	exec(ENTRY_RECV, di, "d2");
+	CHECK(pthread_create(&th, NULL, wait_turn, &w) == 0, "pthread_create");
+	usleep(30 * 1000);
+	CHECK(!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE), "a blocking read went on out of turn");
+	expect_read(&c, 100, "c1", __LINE__);
+	pthread_join(th, NULL);
+	CHECK(w.cap == 2, "the blocking read may read %zu bytes at its turn, want 2", w.cap);
+	expect_read(&d, 100, "d2", __LINE__);
+
+	/* Non-blocking: C's turn heads, and C was read by another thread. */
+	exec(ENTRY_RECV, ci, "c3");
+	exec(ENTRY_RECV, di, "d4");
+	w = (struct gate_waiter){ &d, 0, 0, 0, 0 };
+	CHECK(pthread_create(&th, NULL, wait_turn, &w) == 0, "pthread_create");
+	pthread_join(th, NULL);
+	CHECK(w.cap == 0 && w.waited_ns >= 9000000 && w.waited_ns < 1000000000,
+	      "a non-blocking read out of turn: may read %zu after %llu us, want 0 after ~10 ms",
+	      w.cap, (unsigned long long)(w.waited_ns / 1000));
+	/* ... and this thread read C last: no wait, it must take C itself. */
+	uint64_t t0 = now_ns();
+	CHECK(replay_gate_wait(r, d.tap, 100, 0) == 0 && now_ns() - t0 < 5000000,
+	      "waited for a turn only this thread can take");
+	expect_read(&c, 100, "c3", __LINE__);
+	CHECK(replay_gate_wait(r, d.tap, 100, 0) == 2, "D's turn heads: no wait, 2 bytes");
+	expect_read(&d, 100, "d4", __LINE__);
+	CHECK(!replay_maintain(r), "turns left after every read");
+	replay_tap_close(r, c.tap);
+	close(c.fd);
+	replay_tap_close(r, d.tap);
+	close(d.fd);
+}
+
 /* Also after a failed check. */
 static void cleanup(void)
 {
@@ -395,6 +460,7 @@ int main(void)
 	in_place();
 	two_sets();
 	request_order();
+	gate_wait();
 
 	printf("ok\n");
 	return 0;

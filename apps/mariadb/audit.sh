@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# A MariaDB client that remembers what it was promised, for failover tests.
+#
+#   audit.sh write --config C --log FILE [--count N] [--table T]
+#       N times (default 1000): INSERT INTO sbtest.<T> (id, v) VALUES (i, i)
+#       through the leader (found with `apus status`, APUS_BIN, default
+#       build/bin/apus), one mariadb client per statement (autocommit: its
+#       exit status 0 means the transaction committed).  Logs "ok <i>" for
+#       every acknowledged insert, "fail <i> ..." for the others; after a
+#       failure it finds the leader again and goes on with the next i.
+#       Creates the table (InnoDB) first when it is missing.
+#   audit.sh check --config C --log FILE [--table T]
+#       On every replica that answers on its unix socket (not replicated):
+#       every acknowledged id is present, and no id is present that was
+#       never attempted.  One line per node; exits 0 when clean on every
+#       node that answered (and at least one did), 1 otherwise.
+set -uo pipefail
+
+usage() { sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+config="" log="" count=1000 table=audit
+APUS_BIN=${APUS_BIN:-$(cd "$(dirname "$0")/../.." && pwd)/build/bin/apus}
+while [ $# -gt 0 ]; do
+	case $1 in
+	--config) config=$2; shift 2 ;;
+	--log) log=$2; shift 2 ;;
+	--count) count=$2; shift 2 ;;
+	--table) table=$2; shift 2 ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "audit.sh: unknown argument '$1'" >&2; exit 2 ;;
+	esac
+done
+case $cmd in write | check) ;; -h | --help) usage; exit 0 ;; *) usage >&2; exit 2 ;; esac
+[ -n "$config" ] && [ -f "$config" ] && [ -n "$log" ] ||
+	{ echo "audit.sh: --config FILE and --log FILE are required" >&2; exit 2; }
+[[ "$count" =~ ^[0-9]+$ ]] || { echo "audit.sh: --count must be a number" >&2; exit 2; }
+[[ "$table" =~ ^[A-Za-z0-9_]+$ ]] || { echo "audit.sh: bad table name" >&2; exit 2; }
+
+host="" port=""
+# find_leader - host and port of the serving leader per apus status.
+find_leader() {
+	local j id addr
+	j=$("$APUS_BIN" status --config "$config" --json 2>/dev/null | tr -d ' \t\r\n') || return 1
+	id=$(sed 's/{[^{}]*}//g' <<<"$j" | grep -o '"leader":[0-9]*' | cut -d: -f2)
+	[ -n "$id" ] || return 1
+	addr=$(grep -o "{\"id\":$id,[^{}]*}" <<<"$j" | grep -o '"app_addr":"[^"]*"' | cut -d'"' -f4)
+	[ -n "$addr" ] || return 1
+	host=${addr%:*} port=${addr##*:}
+}
+sql() {
+	timeout 10 mariadb --no-defaults --connect-timeout=5 -h "$host" -P "$port" -u sbtest \
+		-N -B sbtest -e "$1" 2>&1
+}
+
+if [ "$cmd" = write ]; then
+	for ((i = 0; i < 100; i++)); do find_leader && break; sleep 0.1; done
+	[ -n "$port" ] || { echo "audit.sh: no leader" >&2; exit 1; }
+	out=$(sql "CREATE TABLE IF NOT EXISTS $table (id INT PRIMARY KEY, v INT) ENGINE=InnoDB") ||
+		{ echo "audit.sh: cannot create $table: $out" >&2; exit 1; }
+	for ((i = 1; i <= count; i++)); do
+		if out=$(sql "INSERT INTO $table (id, v) VALUES ($i, $i)"); then
+			echo "ok $i"
+		else
+			echo "fail $i $(tr '\n' ' ' <<<"$out")"
+			for ((k = 0; k < 50; k++)); do find_leader && break; sleep 0.1; done
+		fi
+	done >>"$log"
+	exit 0
+fi
+
+confdir=$(cd "$(dirname "$config")" && pwd)
+mapfile -t nodes < <(awk '
+	/^[[:space:]]*\[node[[:space:]]+[0-9]+[[:space:]]*\]/ { s = $0; gsub(/[^0-9]/, "", s); id = s; next }
+	/^[[:space:]]*\[/ { id = ""; next }
+	id != "" {
+		line = $0; sub(/#.*/, "", line)
+		if (match(line, /^[[:space:]]*data_dir[[:space:]]*=/)) {
+			v = substr(line, RLENGTH + 1); gsub(/^[[:space:]]+|[[:space:]]+$/, "", v); print id, v
+		}
+	}' "$config")
+acked=$(grep -c '^ok ' "$log" || true)
+tried=$(grep -cE '^(ok|fail) ' "$log" || true)
+answered=0 bad=0
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+for nd in "${nodes[@]}"; do
+	read -r id d <<<"$nd"
+	case $d in /*) ;; *) d=$confdir/$d ;; esac
+	if ! timeout 30 mariadb --no-defaults -S "$d/mysqld.sock" -u root -N -B \
+		-e "SELECT id FROM sbtest.$table ORDER BY id" >"$tmp" 2>/dev/null; then
+		echo "node $id: no answer on $d/mysqld.sock"
+		continue
+	fi
+	answered=$((answered + 1))
+	missing=$(grep '^ok ' "$log" | cut -d' ' -f2 | sort | comm -23 - <(sort "$tmp") | wc -l)
+	extra=$(grep -E '^(ok|fail) ' "$log" | cut -d' ' -f2 | sort | comm -13 - <(sort "$tmp") | wc -l)
+	rows=$(wc -l <"$tmp")
+	echo "node $id: $rows rows; $acked acknowledged ($missing missing), $tried attempted ($extra never attempted)"
+	[ "$missing" -eq 0 ] && [ "$extra" -eq 0 ] || bad=1
+done
+[ "$answered" -gt 0 ] && [ "$bad" -eq 0 ]
