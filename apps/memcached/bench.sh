@@ -20,6 +20,8 @@
 #   apps/memcached/bench.sh [SECS]
 #   APUS_MC_BENCH_SYSTEMS="bare apus-shm apus-tcp"   only these systems
 #   APUS_MC_BENCH_THREADS=4  APUS_MC_BENCH_CLIENTS=50  APUS_MC_BENCH_SIZE=64
+#   APUS_MC_BENCH_THREAD_ORDER=reads    thread_order of the apus systems
+#                                        (default: the configs', requests)
 #
 # Ports 19960-19999 (bare 19960; shm app 19961-19963, admin 19970-19972;
 # tcp app 19965, peer 19975, admin 19976 in namespaces apusmb0..2,
@@ -32,6 +34,7 @@ secs=${1:-8}
 systems=${APUS_MC_BENCH_SYSTEMS:-bare apus-shm apus-tcp}
 threads=${APUS_MC_BENCH_THREADS:-4}
 clients=${APUS_MC_BENCH_CLIENTS:-50}
+order=${APUS_MC_BENCH_THREAD_ORDER:-}
 size=${APUS_MC_BENCH_SIZE:-64}
 keyspace=10000
 make -s all bench-bin
@@ -43,6 +46,8 @@ export APUS_NETNS_PREFIX=apusmb APUS_NETNS_SUBNET=10.79.0
 netns_made=0
 
 declare -A conf host port
+order_sed=()
+[ -n "$order" ] && order_sed=(-e "s/^thread_order .*/thread_order = $order/")
 bare_port=19960
 
 # The shipped configs, moved to this script's ports and work directory;
@@ -52,13 +57,13 @@ conf[apus-shm]=$work/shm.conf
 sed -e "s#/tmp/apus-memcached/#$work/shm/#" -e 's/= 730\([123]\)$/= 1996\1/' \
 	-e 's/1731{node}/1997{node}/' -e '/^metrics_port/d' -e 's/^guard .*/guard = off/' \
 	-e '/^checkpoint_/d' -e 's/^cluster .*/cluster = mcbench-shm/' -e "s/ -t 4 / -t $threads /" \
-	apps/memcached/cluster-shm.conf >"${conf[apus-shm]}"
+	"${order_sed[@]}" apps/memcached/cluster-shm.conf >"${conf[apus-shm]}"
 conf[apus-tcp]=$work/tcp.conf
 sed -e "s#/tmp/apus-memcached-tcp/#$work/tcp/#" -e 's/= 7301$/= 19965/' -e 's/= 7320$/= 19975/' \
 	-e 's/{address}:1731{node}/{address}:19976/' -e '/^metrics_port/d' -e '/^guard_port/d' \
 	-e 's/^guard .*/guard = off/' -e '/^checkpoint_/d' -e 's/^cluster .*/cluster = mcbench-tcp/' \
 	-e "s/10\.77\.0\./$APUS_NETNS_SUBNET./" -e "s/= apus\([0-9]\)$/= ${APUS_NETNS_PREFIX}\1/" \
-	-e "s/ -t 4 / -t $threads /" apps/memcached/cluster-tcp.conf >"${conf[apus-tcp]}"
+	-e "s/ -t 4 / -t $threads /" "${order_sed[@]}" apps/memcached/cluster-tcp.conf >"${conf[apus-tcp]}"
 
 pids_of() { # SYSTEM -> server pids
 	local d
@@ -145,7 +150,7 @@ if [[ " $systems " == *" apus-tcp "* ]]; then
 	fi
 fi
 
-echo "memcached $(memcached -V | cut -d' ' -f2) -t $threads; loadgen --proto memcached, $clients clients, $size B values, $keyspace keys, ~${secs} s per run; $(nproc) CPUs"
+echo "memcached $(memcached -V | cut -d' ' -f2) -t $threads, apus $(sed -n 's/^thread_order *= *//p' "${conf[apus-shm]}" | sed 's/^/thread_order = /'); loadgen --proto memcached, $clients clients, $size B values, $keyspace keys, ~${secs} s per run; $(nproc) CPUs"
 echo
 echo "| system | op | requests | req/s | p50 µs | p99 µs | p99.9 µs | CPU s / 100k req | vs bare |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
@@ -160,25 +165,29 @@ for s in $systems; do
 		# Calibration (and, for set, the keys the gets will find).
 		cal_n=5000
 		[ "$op" = set ] && cal_n=20000
-		cal=$("${lg[@]}" --requests "$cal_n" 2>&1 | tail -n 1)
+		cal=$("${lg[@]}" --requests "$cal_n" 2>&1 | tail -n 1) || true
 		[[ "$cal" =~ rps=([0-9]+) ]] || { echo "$s $op: calibration failed: $cal" >&2; exit 1; }
 		n=$((BASH_REMATCH[1] * secs))
 		[ "$n" -lt 5000 ] && n=5000
 		c0=$(cpu_ticks "${pids[@]}")
-		line=$("${lg[@]}" --requests "$n" --seed 2 2>&1 | tail -n 1)
+		line=$("${lg[@]}" --requests "$n" --seed 2 2>&1 | tail -n 1) || true
 		c1=$(cpu_ticks "${pids[@]}")
 		[[ "$line" =~ n=([0-9]+).*rps=([0-9]+).*p50_us=([0-9.]+).*p99_us=([0-9.]+).*p999_us=([0-9.]+).*errors=([0-9]+) ]] ||
 			{ echo "$s $op: loadgen failed: $line" >&2; exit 1; }
 		got=${BASH_REMATCH[1]} rps=${BASH_REMATCH[2]} p50=${BASH_REMATCH[3]} p99=${BASH_REMATCH[4]}
 		p999=${BASH_REMATCH[5]} errs=${BASH_REMATCH[6]}
-		[ "$errs" -eq 0 ] || notes+=("$s $op: $errs errors")
+		[ "$errs" -eq 0 ] || notes+=("$s $op: $errs errors (failed requests or connections; the run stops early when a client's connection fails 5 times)")
 		cpu=$(awk -v t=$((c1 - c0)) -v hz="$hz" -v n="$got" 'BEGIN { printf "%.2f", t / hz / n * 100000 }')
 		[ "$s" = bare ] && bare_rps[$op]=$rps
 		ratio="—"
 		[ -n "${bare_rps[$op]:-}" ] && ratio=$(awk -v a="$rps" -v b="${bare_rps[$op]}" 'BEGIN { printf "%.1f %%", 100 * a / b }')
 		echo "| $s | $op | $got | $rps | ${p50%.*} | ${p99%.*} | ${p999%.*} | $cpu | $ratio |"
 	done
-	[ "$s" != bare ] && notes+=("$s: replicas' digests after the run: $(digests "$s")")
+	if [ "$s" != bare ]; then
+		notes+=("$s: replicas' digests after the run: $(digests "$s")")
+		views=$("$apus" status --config "${conf[$s]}" --json | tr -d ' \t\r\n' | grep -o '"view":[0-9]*' | head -n 1)
+		[ "$views" = '"view":0' ] || notes+=("$s: the leader changed during the run (${views/\"view\":/view }): $(grep -h 'suspected\|won view' "$work"/"${s#apus-}"/node*/apus.log | head -n 3 | tr '\n' ' ')")
+	fi
 	stop_system "$s"
 	sleep 1
 done
