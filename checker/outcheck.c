@@ -21,6 +21,9 @@ static void diverge(struct out_check *c, uint64_t off, uint64_t theirs, uint64_t
 	if (c->diverged)
 		return;
 	c->diverged = 1;
+	c->differs = 1;
+	c->diff_off = off;
+	c->diff_crc = mine;
 	c->fn(c->arg, off, theirs, mine, index, why, c->win + end - n, n);
 }
 
@@ -96,4 +99,26 @@ void out_check_finish(struct out_check *c)
 	if (mine != c->final_crc)
 		diverge(c, c->final_off, c->final_crc, mine, c->final_index, "hash",
 			(size_t)(c->final_off - base));
+}
+
+enum out_verdict out_check_verdict(const struct out_check *c, int complete, uint64_t *at,
+				   uint64_t *crc)
+{
+	uint64_t base = c->out.off - c->out.off % OUT_FOLD;
+
+	*at = c->out.off;
+	*crc = c->out.crc;
+	if (!c->have_final)
+		return OUT_NONE;
+	if (c->differs) {
+		*at = c->diff_off;
+		*crc = c->diff_crc;
+		return OUT_DIFFERS;
+	}
+	/* diverged without a report: a check that was never to report. */
+	if (c->diverged || !complete || c->final_off < base)
+		return OUT_INCOMPLETE;
+	*at = c->final_off;
+	*crc = c->final_crc;
+	return OUT_EQUAL;
 }

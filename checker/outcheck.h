@@ -29,6 +29,8 @@ struct out_check {
 	int have_final;
 	uint64_t final_off, final_crc, final_index;
 	int diverged;
+	int differs;		/* a difference was reported: at diff_off, ours diff_crc */
+	uint64_t diff_off, diff_crc;
 	diverge_fn fn;
 	void *arg;
 };
@@ -42,5 +44,22 @@ void out_check_leader(struct out_check *c, uint64_t off, uint64_t crc, uint64_t 
 void out_check_leader_final(struct out_check *c, uint64_t off, uint64_t crc, uint64_t index);
 /* The replica's output is complete: compare the final mark. */
 void out_check_finish(struct out_check *c);
+
+/* What a finished check says about the connection's whole output. */
+enum out_verdict {
+	OUT_NONE = 0,		/* no final mark of the leader: nothing to say */
+	OUT_EQUAL,		/* byte for byte the leader's (by CRC-64) */
+	OUT_DIFFERS,		/* a difference was reported */
+	OUT_INCOMPLETE,		/* not compared to the end (see out_check_verdict) */
+};
+
+/* The verdict on C once its connection is done; COMPLETE: the replica's
+ * whole output went through out_check_finish.  Incomplete: the output did
+ * not end (the connection was dropped), the check was switched off (a
+ * connection adopted after a snapshot), or the replica wrote more than
+ * OUT_FOLD bytes past the leader's end (its final CRC was not kept).  *AT
+ * and *CRC: where it stands (struct check_result's `at`, `replica_crc`). */
+enum out_verdict out_check_verdict(const struct out_check *c, int complete, uint64_t *at,
+				   uint64_t *crc);
 
 #endif

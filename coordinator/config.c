@@ -222,6 +222,8 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 	}
 	if (!strcmp(k, "leader_hook"))
 		return copy_str(p, k, v, c->leader_hook, sizeof(c->leader_hook));
+	if (!strcmp(k, "verify_cmd"))
+		return copy_str(p, k, v, c->verify_cmd, sizeof(c->verify_cmd));
 	if (!strcmp(k, "region_dir")) {
 		if (strcmp(v, "none") && v[0] != '/') {
 			fail(p, "region_dir '%s' must be an absolute directory or 'none'", v);
@@ -429,6 +431,11 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 	if (!c->secret_file[0])
 		strcpy(c->secret_file, "apus.key");
 	if (resolve_path(&p, "secret_file", base, c->secret_file, sizeof(c->secret_file)))
+		goto out;
+	/* A template that starts with {config_dir} or {data_dir} is absolute
+	 * once expanded. */
+	if (c->verify_cmd[0] && c->verify_cmd[0] != '{' &&
+	    resolve_path(&p, "verify_cmd", base, c->verify_cmd, sizeof(c->verify_cmd)))
 		goto out;
 	for (int i = 0; i < c->nnodes; i++) {
 		struct node_conf *n = &c->nodes[i];

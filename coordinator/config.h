@@ -17,6 +17,8 @@
  *   snapshot_log_bytes = log_size/4   snapshot_interval_s = 0
  *             (a node snapshots itself after this much log, or this often)
  *   secret_file = apus.key    (tcp/rdma peer admission, see admission.h)
+ *   verify_cmd = {config_dir}/verify.txt  (apus verify's default sweep: a
+ *             file of bytes it sends through the leader; guard/verify.c)
  *   region_dir = /dev/shm     (memory file system holding the regions; none:
  *                             in data_dir, written back by msync; see wal.h)
  *   run_dir = /run/apus       (pid files and owner locks: <run_dir>/<cluster>-n<N>;
@@ -107,6 +109,10 @@ struct apus_config {
 	uint64_t snapshot_log_bytes;	/* 0 after loading: log_size / 4 */
 	int snapshot_interval_s;	/* 0: only by log use */
 	char secret_file[PATH_MAX];	/* absolute after loading */
+	/* apus verify's sweep when it is given none: a file (expanded like
+	 * the command templates; relative to the config's folder unless it
+	 * starts with '{'). */
+	char verify_cmd[PATH_MAX];
 	char region_dir[PATH_MAX];	/* "none": the region stays in data_dir */
 	char run_dir[PATH_MAX];		/* empty: each node's run_dir is its data_dir */
 	int nnodes;

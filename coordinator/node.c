@@ -76,6 +76,11 @@ void node_app_ready(struct node *n)
 		__atomic_store_n(&n->ctl->status.app_ready, 1, __ATOMIC_RELEASE);
 }
 
+void node_order_stalled(struct node *n)
+{
+	__atomic_add_fetch(&n->ctl->status.order_stalls, 1, __ATOMIC_RELAXED);
+}
+
 void node_refused_clients(struct node *n, uint64_t count)
 {
 	n->ctl->status.refused_clients = count;

@@ -102,5 +102,8 @@ void node_set_input_pending(struct node *n, int (*fn)(void));
 void node_app_listening(struct node *n);
 void node_app_ready(struct node *n);
 void node_refused_clients(struct node *n, uint64_t count);
+/* thread_order = requests: a request ran past the bound (the leader's
+ * token was taken from it). */
+void node_order_stalled(struct node *n);
 
 #endif

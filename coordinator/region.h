@@ -17,7 +17,7 @@
 #include "config.h"
 
 #define REGION_MAGIC 0x314e475253555041ULL	/* "APUSRGN1" */
-#define REGION_VERSION 4
+#define REGION_VERSION 5	/* bumped at every change of the control page's layout */
 #define REGION_CTL_SIZE 4096
 #define REGION_FILE "apus.region"
 #define WAL_FILE "apus.wal"
@@ -136,6 +136,26 @@ struct log_hint {
 
 #define STATUS_LAT_BUCKETS 15
 
+/* One finished output check of a replayed connection (coordinator/checks.h):
+ * the leader's final mark against this replica's output.  Written by the
+ * node's replay only; `seq` is published last and cleared first, so a
+ * reader that sees the same nonzero seq before and after copying the rest
+ * holds a whole entry. */
+struct check_result {
+	uint64_t seq;		/* the check's number (1, 2, ...); 0 while being written */
+	uint64_t conn_view, conn_idx;	/* the connection's viewstamp */
+	uint64_t leader_off, leader_crc;	/* the leader's whole output: length, CRC-64 */
+	/* Equal: leader_off; differs: the mark where the difference showed
+	 * (it lies in the OUT_FOLD bytes before); incomplete: how much this
+	 * replica's server wrote.  replica_crc: its CRC-64 there. */
+	uint64_t at;
+	uint64_t replica_crc;
+	uint32_t verdict;	/* enum out_verdict (checker/outcheck.h) */
+	uint32_t pad;
+};
+
+#define CHECKS_KEEP 8	/* the last checks kept (the control page has no room for many) */
+
 /* Written by this node only, read by the CLI. */
 struct node_status {
 	uint64_t pid;
@@ -153,6 +173,10 @@ struct node_status {
 	uint32_t peers_connected;	/* bit per node */
 	uint32_t unhealthy;	/* output diverged and divergence = unhealthy */
 	uint64_t divergences;	/* connections whose output differed from the leader's */
+	/* thread_order = requests: requests that ran past the 50 ms bound,
+	 * so that the next one started beside them (README, "Multi-threaded
+	 * servers"). */
+	uint64_t order_stalls;
 	char error[128];	/* why the node failed, when role == ROLE_FAILED */
 	/* Backup: how long the leader's heartbeat word has not moved, and
 	 * whether that is longer than suspect_ms (the election's trigger). */
@@ -191,6 +215,11 @@ struct node_status {
 	uint64_t elections_lost;	/* stood (past the pre-vote) without winning */
 	uint64_t leader_changes;	/* newer views with a known leader seen after the first */
 	uint64_t sent_bytes[APUS_MAX_NODES];	/* bytes of writes into each peer's region */
+	/* Backup: its last finished output checks, check[(seq - 1) %
+	 * CHECKS_KEEP]; `checks` counts them (published after the entry),
+	 * for apus verify. */
+	uint64_t checks;
+	struct check_result check[CHECKS_KEEP];
 };
 
 /* The guard's checkpoint handshake (coordinator/checkpoint.c): the guard
@@ -217,6 +246,20 @@ struct ckpt_words {
 	uint64_t taken;
 	uint64_t dump_ms;
 	uint64_t image_bytes;
+};
+
+/* apus verify's question to a node, and the node's answer
+ * (coordinator/checks.h).  The CLI writes want_*: "record the check of a
+ * connection whose leader's final mark is (want_off, want_crc) here too",
+ * want_seq (the question's number; 0: none) last.  The node writes
+ * `answered` (the question it answers) and `answer` under answer.seq, as
+ * an entry of status.check is written, with that check's number. */
+struct verify_words {
+	uint64_t want_off;	/* CLI */
+	uint64_t want_crc;	/* CLI */
+	uint64_t want_seq;	/* CLI */
+	uint64_t answered;	/* node */
+	struct check_result answer;	/* node */
 };
 
 struct region_ctl {
@@ -257,6 +300,8 @@ struct region_ctl {
 	struct node_status status;
 
 	struct ckpt_words ckpt;
+
+	struct verify_words verify;
 
 	/* The data directory whose apus.region link names this file (empty
 	 * when too long): a file in region_dir that no link names any more

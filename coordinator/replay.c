@@ -14,6 +14,7 @@
 
 #include "../checker/divergence.h"
 #include "../checker/outcheck.h"
+#include "checks.h"
 #include "logger.h"
 #include "node_internal.h"
 #include "replay_internal.h"
@@ -201,6 +202,8 @@ static void conn_free(struct replay *r, struct rconn *c)
 	/* Only a complete output can be held against the leader's whole one. */
 	if (c->eof && r->n->cfg.checker)
 		out_check_finish(&c->chk);
+	if (r->n->cfg.checker && r->n->ctl)	/* (no region: a unit test's node) */
+		checks_record(r->n->ctl, c->vs.view, c->vs.idx, &c->chk, c->eof);
 	pthread_mutex_unlock(&r->out_lock);
 	if (c->sock >= 0)
 		sys.close(c->sock);
@@ -593,7 +596,9 @@ static void skip_dead_turns(struct replay *r)
 					"for it; logged once per 10 s)", s->tap->srv_fd,
 					(unsigned long long)(ORDER_STALL_NS / 1000000));
 			}
-			r->order_stalls++;
+			if (r->n->ctl)	/* (none: a unit test's node) */
+				__atomic_add_fetch(&r->n->ctl->status.order_stalls, 1,
+						   __ATOMIC_RELAXED);
 			sched_advance(r, h);
 			continue;
 		}

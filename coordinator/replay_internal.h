@@ -77,7 +77,7 @@ struct replay {
 	struct turn sched[SCHED_SIZE];
 	uint64_t head, tail;
 	uint64_t stall_head, stall_since;
-	uint64_t order_warn_ns, order_stalls;	/* requests that ran past ORDER_STALL_NS */
+	uint64_t order_warn_ns;	/* when a request past ORDER_STALL_NS was last logged */
 	uint32_t waiting;	/* the backup thread waits for the server to take turns */
 	uint64_t held;		/* bytes of turns held here, not yet read */
 	pthread_mutex_t take_lock;	/* an in-place read against a stalled turn's release */

@@ -52,6 +52,31 @@ void replay_request_done(struct replay *r)
 	sched_advance(r, pending_h);	/* nothing if the role thread moved on */
 }
 
+/* This thread reads T while the turn it took last is still pending.  A
+ * read of another connection ends that request (an event loop handles one
+ * connection at a time).  A read of the same connection goes on with the
+ * request when the next turn is T's too (a MySQL packet's header, then
+ * its body: on the leader the token kept other reads from coming between
+ * them); otherwise the request still runs and the read waits. */
+static void request_reads_on(struct replay *r, struct replay_tap *t)
+{
+	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	const struct turn *mine, *next;
+
+	if (pending_r != r)
+		return;
+	mine = &r->sched[pending_h % SCHED_SIZE];
+	if (pending_h != h || mine->tap != t) {
+		replay_request_done(r);
+		return;
+	}
+	if (h + 1 == __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE))
+		return;
+	next = &r->sched[(h + 1) % SCHED_SIZE];
+	if (next->tap == t && next->gen == t->gen)
+		replay_request_done(r);
+}
+
 struct replay_tap *replay_tap_claim(struct replay *r, int fd, const void *peer_sockaddr,
 				    uint16_t peer_port)
 {
@@ -83,6 +108,7 @@ size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want)
 	uint64_t free = __atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE), h;
 	struct turn *s;
 
+	request_reads_on(r, t);
 	if (free)
 		return want < free ? want : (size_t)free;
 	if (__atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
@@ -178,6 +204,7 @@ int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov,
 	if (__atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
 		return 0;
+	request_reads_on(r, t);
 	s = sched_head(r, &h);
 	if (!s || s->tap != t || s->gen != t->gen || !s->data ||
 	    __atomic_load_n(&s->done, __ATOMIC_ACQUIRE))

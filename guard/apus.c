@@ -16,6 +16,7 @@ static const struct command {
 	{ "stop", cmd_stop, "stop them" },
 	{ "status", cmd_status, "show view, leader, and each node's role, commit and applied index" },
 	{ "divergence", cmd_divergence, "where a replica's output differed from the leader's" },
+	{ "verify", cmd_verify, "check that all replicas answer a read-only sweep alike" },
 	{ "checkpoint", cmd_checkpoint, "checkpoint a backup now (CRIU)" },
 	{ "checkpoints", cmd_checkpoints, "list a node's checkpoints" },
 	{ "restore", cmd_restore, "bring a stopped node back from a checkpoint" },

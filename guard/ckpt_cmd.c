@@ -99,31 +99,6 @@ static void warn_line(const char *msg)
 	cli_error("%s", msg);
 }
 
-/* Takes --NAME V, --NAME=V or -S V out of ARGV (the last one counts):
- * returns V or NULL; the other arguments go to REST (NULL-terminated, at
- * most 63), their count to *N. */
-static const char *own_option(int argc, char **argv, const char *name, char shrt,
-			      char **rest, int *n)
-{
-	const char *v = NULL;
-	char s[3] = { '-', shrt, '\0' };
-	size_t len = strlen(name);
-
-	*n = 0;
-	for (int i = 0; i < argc && *n < 63; i++) {
-		const char *a = argv[i];
-
-		if (i + 1 < argc && (!strcmp(a, s) || (!strncmp(a, "--", 2) && !strcmp(a + 2, name))))
-			v = argv[++i];
-		else if (!strncmp(a, "--", 2) && !strncmp(a + 2, name, len) && a[2 + len] == '=')
-			v = a + 3 + len;
-		else
-			rest[(*n)++] = argv[i];
-	}
-	rest[*n] = NULL;
-	return v;
-}
-
 /* Takes NODE's owner lock for CMD (a stopped node's restore or rebuild):
  * the lock's fd, or -1 having said why the command stops there, with
  * *STATUS its exit status: EXIT_OWNED when the node runs (the guard, or
@@ -276,7 +251,7 @@ int cmd_restore(int argc, char **argv)
 	int n = 0, rc;
 
 	/* --checkpoint is this command's own; the rest are the common ones. */
-	id = own_option(argc, argv, "checkpoint", 'k', rest, &n);
+	id = cli_take_option(argc, argv, "checkpoint", 'k', rest, &n);
 	rc = cli_parse(&c, "restore", usage_restore, n, rest);
 	if (rc)
 		return rc > 0 ? 0 : 2;
@@ -304,7 +279,7 @@ int cmd_rebuild(int argc, char **argv)
 	int n = 0, from = -1, rc;
 
 	/* --from is this command's own; the rest are the common ones. */
-	const char *v = own_option(argc, argv, "from", 'f', rest, &n);
+	const char *v = cli_take_option(argc, argv, "from", 'f', rest, &n);
 	if (v) {
 		char *end;
 		long m = strtol(v, &end, 10);

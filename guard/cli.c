@@ -106,6 +106,28 @@ int cli_parse(struct cli *c, const char *cmd, const char *usage, int argc, char 
 	return 0;
 }
 
+const char *cli_take_option(int argc, char **argv, const char *name, char shrt, char **rest,
+			    int *n)
+{
+	const char *v = NULL;
+	char s[3] = { '-', shrt, '\0' };
+	size_t len = strlen(name);
+
+	*n = 0;
+	for (int i = 0; i < argc && *n < 63; i++) {
+		const char *a = argv[i];
+
+		if (i + 1 < argc && (!strcmp(a, s) || (!strncmp(a, "--", 2) && !strcmp(a + 2, name))))
+			v = argv[++i];
+		else if (!strncmp(a, "--", 2) && !strncmp(a + 2, name, len) && a[2 + len] == '=')
+			v = a + 3 + len;
+		else
+			rest[(*n)++] = argv[i];
+	}
+	rest[*n] = NULL;
+	return v;
+}
+
 int cli_node_is_local(const struct apus_config *cfg, int node)
 {
 	const char *addr = cfg->nodes[node].address;

@@ -26,6 +26,12 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * Returns 0 to go on, 1 when --help was printed, -1 on a usage error. */
 int cli_parse(struct cli *c, const char *cmd, const char *usage, int argc, char **argv);
 
+/* A command's own option, before cli_parse: takes --NAME V, --NAME=V or
+ * -S V out of ARGV (the last one counts) and returns V or NULL; the other
+ * arguments go to REST (NULL-terminated, at most 63), their count to *N. */
+const char *cli_take_option(int argc, char **argv, const char *name, char shrt, char **rest,
+			    int *n);
+
 /* Whether NODE's address belongs to this host. */
 int cli_node_is_local(const struct apus_config *cfg, int node);
 
@@ -84,6 +90,7 @@ int cmd_start(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_divergence(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
 int cmd_checkpoints(int argc, char **argv);
 int cmd_restore(int argc, char **argv);

@@ -19,7 +19,8 @@ static const char usage[] =
 	"                      app_addr, commit, applied, pid, lag, view,\n"
 	"                      log_pos (bytes of log written so far), reclaim_pos\n"
 	"                      (leader: the log before it is free),\n"
-	"                      divergences, healthy, suspects_leader,\n"
+	"                      divergences, healthy, order_stalls (thread_order =\n"
+	"                      requests: requests past the 50 ms bound), suspects_leader,\n"
 	"                      leader_heartbeat_age_ms, needs_rebuild, error,\n"
 	"                      recoverable (its snapshot and log rebuild its\n"
 	"                      state), snapshot_index (the entry its recovery\n"
@@ -157,8 +158,9 @@ int cmd_status(int argc, char **argv)
 			if (r->up && r->s.role == ROLE_LEADER)
 				printf(",\"reclaim_pos\":%llu", (unsigned long long)r->s.reclaim_pos);
 			if (r->up)
-				printf(",\"divergences\":%llu,\"healthy\":%s",
-				       (unsigned long long)r->s.divergences, r->s.unhealthy ? "false" : "true");
+				printf(",\"divergences\":%llu,\"healthy\":%s,\"order_stalls\":%llu",
+				       (unsigned long long)r->s.divergences, r->s.unhealthy ? "false" : "true",
+				       (unsigned long long)r->s.order_stalls);
 			if (r->up && r->s.role == ROLE_BACKUP)
 				printf(",\"suspects_leader\":%s,\"leader_heartbeat_age_ms\":%llu,"
 				       "\"needs_rebuild\":%s",

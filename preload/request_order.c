@@ -4,9 +4,11 @@
  *
  * A request runs on the thread that read it, from the read that got its
  * input until the thread asks for input again: it waits for events
- * (epoll_wait), or reads a replicated connection after writing to one (its
- * reply is out).  A read that finds nothing (EAGAIN) before any reply ends
- * nothing: event loops read until EAGAIN, then handle what they read.
+ * (epoll_wait), reads a replicated connection after writing to one (its
+ * reply is out), or reads another connection (an event loop handles one
+ * at a time).  A read of the same connection that finds nothing (EAGAIN)
+ * before any reply ends nothing: event loops read until EAGAIN, then
+ * handle what they read; nor does one that gets more of its input.
  *
  * Leader: the request token.  A thread takes it before a read of a client
  * and keeps it until its request ends, so the reads that get input (and so
@@ -45,6 +47,7 @@ static __thread int holding;	/* leader: the token */
 static __thread int got_input;	/* its request read some input */
 static __thread int wrote;	/* it wrote to a replicated connection since */
 static __thread uint32_t my_tid;
+static __thread int token_fd;	/* leader: the client whose request holds it */
 
 int request_order_on(void)
 {
@@ -84,6 +87,7 @@ static void token_take(void)
 		} else if (now - seen_ns >= ORDER_STALL_NS &&
 			   __atomic_compare_exchange_n(&token, &holder, my_tid, 0, __ATOMIC_ACQUIRE,
 						       __ATOMIC_RELAXED)) {
+			node_order_stalled(shim_node);
 			if (now - __atomic_load_n(&steal_warn_ns, __ATOMIC_RELAXED) > 10000000000ULL) {
 				__atomic_store_n(&steal_warn_ns, now, __ATOMIC_RELAXED);
 				pr_warn("a request on thread %u ran %llu ms without asking for input: "
@@ -139,10 +143,10 @@ void request_order_before_read(int fd, struct fd_slot *s, int flags)
 	}
 	if (s->kind != FD_CLIENT || !node_serving(shim_node))
 		return;
-	if (holding && !wrote)
+	if (holding && !wrote && fd == token_fd)
 		return;		/* its request still reads its input */
 	if (holding)
-		token_release();
+		token_release();	/* replied, or on to another client: done */
 	if (blocking(fd, flags)) {
 		/* Idle until the client sends: without the token. */
 		struct pollfd p = { fd, POLLIN, 0 };
@@ -150,6 +154,7 @@ void request_order_before_read(int fd, struct fd_slot *s, int flags)
 			;
 	}
 	token_take();
+	token_fd = fd;
 }
 
 void request_order_after_read(struct fd_slot *s, ssize_t n)

@@ -112,6 +112,7 @@ VARIANTS=(
 	"rebuild.bats|APUS_TEST_NETNS=tcp-netns"
 	"durability.bats|APUS_TEST_NETNS=tcp-netns"
 	"metrics.bats|APUS_TEST_NETNS=tcp-netns"
+	"verify.bats|APUS_TEST_NETNS=tcp-netns"
 )
 bats_files=()
 for f in tests/bats/*.bats; do

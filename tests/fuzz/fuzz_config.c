@@ -40,7 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(TERMINATED(c.cluster) && TERMINATED(c.transport) && TERMINATED(c.app_cmd) &&
 		   TERMINATED(c.leader_hook) && TERMINATED(c.snapshot_cmd) &&
 		   TERMINATED(c.snapshot_file) && TERMINATED(c.secret_file) &&
-		   TERMINATED(c.region_dir) && TERMINATED(c.run_dir));
+		   TERMINATED(c.region_dir) && TERMINATED(c.run_dir) && TERMINATED(c.verify_cmd));
+	FUZZ_CHECK(!c.verify_cmd[0] || c.verify_cmd[0] == '/' || c.verify_cmd[0] == '{');
 	FUZZ_CHECK(c.secret_file[0] == '/' && c.app_cmd[0]);
 	FUZZ_CHECK(c.max_entry <= c.log_size / 4);
 	FUZZ_CHECK(c.suspect_ms >= 2 * c.heartbeat_ms);
@@ -60,6 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		expand(&c, i, c.app_cmd);
 		expand(&c, i, c.leader_hook);
 		expand(&c, i, c.snapshot_cmd);
+		expand(&c, i, c.verify_cmd);
 		if (!config_node_path(&c, i, "divergence.jsonl", path, sizeof(path)))
 			FUZZ_CHECK(strlen(path) < sizeof(path));
 		if (!config_run_path(&c, i, "apus.lock", path, sizeof(path)))

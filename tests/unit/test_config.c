@@ -101,6 +101,14 @@ int main(void)
 	CHECK(config_expand(&c, 0, c.snapshot_cmd, cmd, sizeof(cmd)) == 0 &&
 		      !strcmp(cmd, "cli -s /tmp/a/s SAVE") && !strcmp(c.snapshot_file, "dump.rdb"),
 	      "snapshot_cmd expanded '%s'", cmd);
+	/* apus verify's sweep: relative to the config's folder, or a template. */
+	CHECK(load(NODES, &c, err, sizeof(err)) == 0 && !c.verify_cmd[0], "verify_cmd unset: '%s'",
+	      c.verify_cmd);
+	CHECK(load("verify_cmd = sweep.txt\n" NODES, &c, err, sizeof(err)) == 0 &&
+		      !strcmp(c.verify_cmd, "/tmp/sweep.txt"), "relative verify_cmd: '%s'", c.verify_cmd);
+	CHECK(load("verify_cmd = {config_dir}/v.txt\n" NODES, &c, err, sizeof(err)) == 0 &&
+		      config_expand(&c, 0, c.verify_cmd, cmd, sizeof(cmd)) == 0 &&
+		      !strcmp(cmd, "/tmp/v.txt"), "verify_cmd expanded '%s'", cmd);
 	/* The metrics endpoint: per node, or a default for all; off when unset. */
 	CHECK(load(NODES, &c, err, sizeof(err)) == 0 && !c.nodes[0].metrics_port,
 	      "metrics_port unset: %d", c.nodes[0].metrics_port);

@@ -311,54 +311,134 @@ static void two_sets(void)
 	close(d.fd);
 }
 
+/* Thread A of a two-threaded server (the test's main thread is B): runs
+ * the steps it is given, one at a time, on a thread of its own, since a
+ * thread's pending request is the thread's own. */
+static struct {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	void (*step)(void);
+	int quit;
+} thread_a = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0 };
+
+static void *thread_a_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&thread_a.m);
+	for (;;) {
+		while (!thread_a.step && !thread_a.quit)
+			pthread_cond_wait(&thread_a.cv, &thread_a.m);
+		if (thread_a.quit)
+			break;
+		pthread_mutex_unlock(&thread_a.m);
+		thread_a.step();
+		pthread_mutex_lock(&thread_a.m);
+		thread_a.step = NULL;
+		pthread_cond_broadcast(&thread_a.cv);
+	}
+	pthread_mutex_unlock(&thread_a.m);
+	return NULL;
+}
+
+static void as_a(void (*step)(void))
+{
+	pthread_mutex_lock(&thread_a.m);
+	thread_a.step = step;
+	pthread_cond_broadcast(&thread_a.cv);
+	while (thread_a.step)
+		pthread_cond_wait(&thread_a.cv, &thread_a.m);
+	pthread_mutex_unlock(&thread_a.m);
+}
+
+/* The connections of request_order(): C is A's, D is B's. */
+static struct srv_conn rc, rd;
+
+static void a_takes_c1(void) { expect_take(&rc, 100, "c1", __LINE__); }
+static void a_takes_c3(void) { expect_take(&rc, 100, "c3", __LINE__); }
+static void a_takes_c5(void) { expect_take(&rc, 100, "c5", __LINE__); }
+static void a_takes_c6(void) { expect_take(&rc, 100, "c6", __LINE__); }
+static void a_takes_c8(void) { expect_take(&rc, 100, "c8", __LINE__); }
+static void a_takes_d9(void) { expect_take(&rd, 100, "d9", __LINE__); }
+static void a_takes_nothing(void) { expect_no_take(&rc, __LINE__); }
+static void a_asks_for_input(void) { replay_request_done(r); }
+
 /* thread_order = requests: a turn taken whole keeps the head until the
- * thread that took it asks for input (replay_request_done): no thread
- * takes the next turn meanwhile, and a request that runs too long lets
- * the next one go (the role thread, after 50 ms). */
+ * thread that took it asks for input (replay_request_done) or reads
+ * another connection; it reads on in its own connection's next turn; no
+ * other thread takes the next turn meanwhile, and a request that runs too
+ * long lets the next one go (the role thread, after 50 ms). */
 static void request_order(void)
 {
 	uint64_t ci, di;
-	struct srv_conn c = open_conn(&ci), d = open_conn(&di);
 	int wa = replay_waker_open(r), wb = replay_waker_open(r), fds[4];
+	pthread_t a;
 
+	rc = open_conn(&ci);
+	rd = open_conn(&di);
+	CHECK(pthread_create(&a, NULL, thread_a_main, NULL) == 0, "pthread_create");
 	node.cfg.thread_order = ORDER_REQUESTS;
-	replay_tap_watch(c.tap, 1, wa);
-	replay_tap_watch(d.tap, 1, wb);
+	replay_tap_watch(rc.tap, 1, wa);
+	replay_tap_watch(rd.tap, 1, wb);
 	exec(ENTRY_RECV, ci, "c1");
 	exec(ENTRY_RECV, di, "d2");
 	exec(ENTRY_RECV, ci, "c3");
 
-	expect_take(&c, 100, "c1", __LINE__);
+	as_a(a_takes_c1);
 	/* C's request runs: D's turn is not ready, on no set. */
 	CHECK(replay_ready_fds(r, wb, fds, 4) == 0, "B ready while A's request runs");
 	CHECK(replay_ready_fds(r, wa, fds, 4) == 0, "A ready for a turn it took");
 	CHECK(replay_server_sleep(r, wb), "B kept awake while A's request runs");
-	expect_no_take(&d, __LINE__);
-	expect_no_take(&c, __LINE__);
+	expect_no_take(&rd, __LINE__);
+	as_a(a_takes_nothing);	/* C again, with D's turn next: still running */
 	CHECK(!kicked_waker(wb), "B kicked while A's request runs");
 	/* A asks for input again: its request is done, B is woken. */
-	replay_request_done(r);
+	as_a(a_asks_for_input);
 	CHECK(kicked_waker(wb), "B asleep and not woken when A's request ended");
 	replay_server_awake(r, wb);
-	replay_request_done(r);	/* twice: nothing more */
-	CHECK(replay_ready_fds(r, wb, fds, 4) == 1 && fds[0] == d.fd, "B's turn not ready");
-	expect_take(&d, 100, "d2", __LINE__);
+	as_a(a_asks_for_input);	/* twice: nothing more */
+	CHECK(replay_ready_fds(r, wb, fds, 4) == 1 && fds[0] == rd.fd, "B's turn not ready");
+	expect_take(&rd, 100, "d2", __LINE__);
 
 	/* D's request never asks for input (a lock wait): after 50 ms the
 	 * role thread lets C's next turn go. */
 	CHECK(replay_maintain(r), "the turns ran out");
-	expect_no_take(&c, __LINE__);
+	as_a(a_takes_nothing);
 	usleep(60 * 1000);
 	replay_maintain(r);
-	expect_take(&c, 100, "c3", __LINE__);
-	replay_request_done(r);	/* this thread took c3 last: nothing to undo */
+	as_a(a_takes_c3);
+	as_a(a_asks_for_input);
+	CHECK(!replay_maintain(r), "turns left after every take");
+
+	/* A request read in two turns of its connection (a header, then a
+	 * body) goes on; D's turn waits for it to end. */
+	exec(ENTRY_RECV, ci, "c5");
+	exec(ENTRY_RECV, ci, "c6");
+	exec(ENTRY_RECV, di, "d7");
+	as_a(a_takes_c5);
+	as_a(a_takes_c6);
+	expect_no_take(&rd, __LINE__);
+	as_a(a_asks_for_input);
+	expect_take(&rd, 100, "d7", __LINE__);
+	replay_request_done(r);
+
+	/* A thread that reads another connection is done with its request. */
+	exec(ENTRY_RECV, ci, "c8");
+	exec(ENTRY_RECV, di, "d9");
+	as_a(a_takes_c8);
+	as_a(a_takes_d9);
+	as_a(a_asks_for_input);
 	CHECK(!replay_maintain(r), "turns left after every take");
 
 	node.cfg.thread_order = ORDER_READS;
-	replay_tap_close(r, c.tap);
-	close(c.fd);
-	replay_tap_close(r, d.tap);
-	close(d.fd);
+	pthread_mutex_lock(&thread_a.m);
+	thread_a.quit = 1;
+	pthread_cond_broadcast(&thread_a.cv);
+	pthread_mutex_unlock(&thread_a.m);
+	pthread_join(a, NULL);
+	replay_tap_close(r, rc.tap);
+	close(rc.fd);
+	replay_tap_close(r, rd.tap);
+	close(rd.fd);
 }
 
 struct gate_waiter {
