@@ -177,7 +177,7 @@ for s in $systems; do
 		got=${BASH_REMATCH[1]} rps=${BASH_REMATCH[2]} p50=${BASH_REMATCH[3]} p99=${BASH_REMATCH[4]}
 		p999=${BASH_REMATCH[5]} errs=${BASH_REMATCH[6]}
 		[ "$errs" -eq 0 ] || notes+=("$s $op: $errs errors (failed requests or connections; the run stops early when a client's connection fails 5 times)")
-		cpu=$(awk -v t=$((c1 - c0)) -v hz="$hz" -v n="$got" 'BEGIN { printf "%.2f", t / hz / n * 100000 }')
+		cpu=$(awk -v t=$((c1 - c0)) -v hz="$hz" -v n="$got" 'BEGIN { printf "%.2f", n ? t / hz / n * 100000 : 0 }')
 		[ "$s" = bare ] && bare_rps[$op]=$rps
 		ratio="—"
 		[ -n "${bare_rps[$op]:-}" ] && ratio=$(awk -v a="$rps" -v b="${bare_rps[$op]}" 'BEGIN { printf "%.1f %%", 100 * a / b }')
