@@ -5,7 +5,8 @@
 # col is in bsdextrautils), curl and python3 (metrics.bats scrapes, and holds
 # a port), systemd (install.bats: systemd-analyze verify; nothing is started),
 # and what the benchmark suite compares against or
-# draws with (etcd, gnuplot), and apps/mariadb's server, client and sysbench.
+# draws with (etcd, gnuplot), apps/mariadb's server, client and sysbench, and
+# apps/memcached's memcached and libmemcached-tools (memcslap).
 # Idempotent: does nothing when all are present.
 set -euo pipefail
 
@@ -20,6 +21,7 @@ PKGS=(
 	curl python3 systemd
 	etcd-server etcd-client gnuplot-nox
 	mariadb-server mariadb-client sysbench
+	memcached libmemcached-tools
 )
 
 log() { echo "install-deps: $*"; }
@@ -92,6 +94,26 @@ for p in "${missing[@]}"; do
 	[ "$p" = mariadb-server ] || continue
 	log "stopping the system mariadb service, if any"
 	"${SUDO[@]}" service mariadb stop >/dev/null 2>&1 || true
+done
+
+# And memcached's, started on 11211 by the package (invoke-rc.d): the tests
+# and apps/memcached start their own.  Stopped and disabled at boot, with or
+# without systemd running (a container has none).
+for p in "${missing[@]}"; do
+	[ "$p" = memcached ] || continue
+	log "stopping and disabling the system memcached service, if any"
+	"${SUDO[@]}" service memcached stop >/dev/null 2>&1 || true
+	if [ -d /run/systemd/system ]; then
+		"${SUDO[@]}" systemctl disable --now memcached >/dev/null 2>&1 || true
+	fi
+	"${SUDO[@]}" update-rc.d memcached disable >/dev/null 2>&1 || true
+	pids=$(ss -ltnpH 'sport = :11211' 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u || true)
+	for pid in $pids; do
+		if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = memcached ]; then
+			log "killing system memcached (pid $pid) on port 11211"
+			"${SUDO[@]}" kill "$pid" 2>/dev/null || true
+		fi
+	done
 done
 
 install_criu

@@ -4,7 +4,8 @@
  * outstanding, all driven by one thread blocked in epoll_wait, until N
  * requests have completed.  Every system compared gets the same client
  * behaviour: Redis (bare or apus-replicated), Redis with WAIT after every
- * write (redis-wait), and etcd's v3 JSON gateway over HTTP/1.1 keep-alive.
+ * write (redis-wait), etcd's v3 JSON gateway over HTTP/1.1 keep-alive, and
+ * memcached's text protocol (set/get, apps/memcached/bench.sh).
  *
  * Prints one line of key=value pairs; exits 1 on any error, short WAIT or
  * timeout, 2 on bad arguments. */
@@ -37,9 +38,10 @@
  * another size. Anything announcing more is treated as garbage. */
 #define MAX_REPLY (2 * (size_t)MAX_SIZE + (1u << 20))
 
-enum proto { REDIS, REDIS_WAIT, ETCD };
+enum proto { REDIS, REDIS_WAIT, ETCD, MEMCACHED };
 enum op { OP_SET, OP_GET };
-static const char *const proto_names[] = { "redis", "redis-wait", "etcd" };
+static const char *const proto_names[] = { "redis", "redis-wait", "etcd", "memcached" };
+#define NPROTOS (sizeof proto_names / sizeof *proto_names)
 static const char *const op_names[] = { "set", "get" };
 
 struct opts {
@@ -47,6 +49,7 @@ struct opts {
 	enum op op;
 	const char *host, *port;
 	const char *cdf;	/* --cdf: where to write the latency distribution */
+	const char *prefix;	/* --key-prefix: keys are <prefix>:<k> */
 	uint64_t clients, requests, size, keyspace, replicas, timeout_s, seed, wait_timeout_ms;
 };
 
@@ -165,7 +168,7 @@ static size_t build_redis(const struct bench *b, char *w, const char *key, size_
 static size_t build_etcd(const struct bench *b, char *w, const char *key, size_t klen)
 {
 	bool set = b->o->op == OP_SET;
-	char k64[64];
+	char k64[160]; /* base64 of a key of up to 96 bytes */
 	size_t k64len = b64_encode(k64, key, klen), n = 0;
 	size_t body = 8 + k64len + (set ? 11 + b->vlen : 0) + 2;
 	n += (size_t)sprintf(w, "POST /v3/kv/%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
@@ -178,6 +181,24 @@ static size_t build_etcd(const struct bench *b, char *w, const char *key, size_t
 		put(w, &n, b->value, b->vlen);
 	}
 	put(w, &n, "\"}", 2);
+	return n;
+}
+
+/* memcached's text protocol: set KEY 0 0 LEN / get KEY. */
+static size_t build_memcached(const struct bench *b, char *w, const char *key, size_t klen)
+{
+	size_t n = 0;
+	if (b->o->op == OP_GET) {
+		put(w, &n, "get ", 4);
+		put(w, &n, key, klen);
+		put(w, &n, "\r\n", 2);
+		return n;
+	}
+	put(w, &n, "set ", 4);
+	put(w, &n, key, klen);
+	n += (size_t)sprintf(w + n, " 0 0 %zu\r\n", b->vlen);
+	put(w, &n, b->value, b->vlen);
+	put(w, &n, "\r\n", 2);
 	return n;
 }
 
@@ -263,6 +284,57 @@ static int resp_parse(const char *p, size_t len, size_t *used, char *type, long 
 		return -1;
 	}
 	*used = off;
+	return 1;
+}
+
+static bool line_is(const char *l, size_t n, const char *s)
+{
+	size_t k = strlen(s);
+	return n >= k && !memcmp(l, s, k) && (n == k || l[k] == ' ');
+}
+
+/* One memcached text-protocol reply to a set or a single-key get: STORED,
+ * NOT_STORED, END (a miss), VALUE KEY FLAGS LEN [CAS] + data + END, or an
+ * error (ERROR, CLIENT_ERROR ..., SERVER_ERROR ...: *failed). */
+static int memcached_parse(const char *p, size_t len, size_t *used, bool *failed)
+{
+	size_t n, off;
+	int r = find_line(p, len, &n);
+	if (r <= 0)
+		return r;
+	off = n + 2;
+	*failed = false;
+	if (line_is(p, n, "STORED") || line_is(p, n, "NOT_STORED") || line_is(p, n, "END")) {
+		*used = off;
+		return 1;
+	}
+	if (line_is(p, n, "ERROR") || line_is(p, n, "CLIENT_ERROR") || line_is(p, n, "SERVER_ERROR")) {
+		*failed = true;
+		*used = off;
+		return 1;
+	}
+	if (!line_is(p, n, "VALUE"))
+		return -1;
+	/* VALUE key flags bytes [cas]: the length is the fourth word. */
+	size_t i = 0, w = 0, ws = 0;
+	for (; i <= n && w < 4; i++)
+		if (i == n || p[i] == ' ') {
+			if (++w < 4)
+				ws = i + 1;
+		}
+	long long v;
+	if (w < 4 || parse_ll(p + ws, i - 1 - ws, &v) || v < 0 || v > (long long)MAX_REPLY)
+		return -1;
+	if (len - off < (size_t)v + 2)
+		return 0;
+	if (p[off + (size_t)v] != '\r' || p[off + (size_t)v + 1] != '\n')
+		return -1;
+	off += (size_t)v + 2;
+	if ((r = find_line(p + off, len - off, &n)) <= 0)
+		return r;
+	if (!line_is(p + off, n, "END") || n != 3)
+		return -1;
+	*used = off + n + 2;
 	return 1;
 }
 
@@ -398,11 +470,13 @@ static int flush(struct bench *b, struct client *c)
 
 static int start_request(struct bench *b, struct client *c)
 {
-	char key[32];
+	char key[96];
 	/* Uniform in [0, K) without the bias of a modulo. */
 	uint64_t k = (uint64_t)(((unsigned __int128)splitmix64(&c->rng) * b->o->keyspace) >> 64);
-	size_t klen = (size_t)snprintf(key, sizeof key, "key:%" PRIu64, k);
-	c->wlen = b->o->proto == ETCD ? build_etcd(b, c->wbuf, key, klen) : build_redis(b, c->wbuf, key, klen);
+	size_t klen = (size_t)snprintf(key, sizeof key, "%s:%" PRIu64, b->o->prefix, k);
+	c->wlen = b->o->proto == ETCD	     ? build_etcd(b, c->wbuf, key, klen)
+		  : b->o->proto == MEMCACHED ? build_memcached(b, c->wbuf, key, klen)
+					     : build_redis(b, c->wbuf, key, klen);
 	c->woff = 0;
 	c->busy = true;
 	c->replies_left = has_wait(b->o) ? 2 : 1;
@@ -507,6 +581,17 @@ static int http_reply(struct bench *b, struct client *c, const char *p, size_t l
 	return 1;
 }
 
+static int memcached_reply(struct bench *b, struct client *c, const char *p, size_t len, size_t *used)
+{
+	bool failed;
+	int r = memcached_parse(p, len, used, &failed);
+	if (r <= 0)
+		return r;
+	c->failed = failed;
+	complete(b, c);
+	return 1;
+}
+
 /* Read what arrived and account for every complete reply in it. */
 static int on_readable(struct bench *b, struct client *c)
 {
@@ -530,8 +615,9 @@ static int on_readable(struct bench *b, struct client *c)
 	while (off < c->rlen) {
 		if (!c->busy)
 			return -1; /* bytes nobody asked for */
-		int r = b->o->proto == ETCD ? http_reply(b, c, c->rbuf + off, c->rlen - off, &used)
-					    : resp_reply(b, c, c->rbuf + off, c->rlen - off, &used);
+		int r = b->o->proto == ETCD	       ? http_reply(b, c, c->rbuf + off, c->rlen - off, &used)
+			: b->o->proto == MEMCACHED ? memcached_reply(b, c, c->rbuf + off, c->rlen - off, &used)
+						   : resp_reply(b, c, c->rbuf + off, c->rlen - off, &used);
 		if (r < 0)
 			return -1;
 		if (r == 0)
@@ -724,12 +810,13 @@ static int run(const struct opts *o, struct addrinfo *ai)
 /* ---- arguments ---- */
 
 static const char usage[] =
-	"usage: loadgen --proto redis|redis-wait|etcd --host H --port P [options]\n"
+	"usage: loadgen --proto redis|redis-wait|etcd|memcached --host H --port P [options]\n"
 	"  --clients C          connections, each with one request outstanding (50)\n"
 	"  --requests N         requests to complete over all clients (100000)\n"
-	"  --op set|get         SET or GET; etcd: put or range (set)\n"
+	"  --op set|get         SET or GET; etcd: put or range; memcached: set or get (set)\n"
 	"  --size BYTES         value size of a set (64)\n"
 	"  --keyspace K         keys key:0 .. key:K-1, picked uniformly (100000)\n"
+	"  --key-prefix P       keys P:0 .. P:K-1 instead (at most 64 bytes)\n"
 	"  --replicas R         redis-wait: WAIT R 0 pipelined behind each SET (2)\n"
 	"  --timeout-s S        stop when nothing completes for S seconds (120)\n"
 	"  --seed X             seed of the clients' key choices (1)\n"
@@ -745,7 +832,8 @@ static __attribute__((noreturn, format(printf, 1, 2))) void bad_arg(const char *
 	fputs("loadgen: ", stderr);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fputs("\nusage: loadgen --proto redis|redis-wait|etcd --host H --port P [options] (see --help)\n", stderr);
+	fputs("\nusage: loadgen --proto redis|redis-wait|etcd|memcached --host H --port P [options] (see --help)\n",
+	      stderr);
 	exit(2);
 }
 
@@ -768,21 +856,22 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{ "size", required_argument, NULL, 's' },   { "keyspace", required_argument, NULL, 'k' },
 		{ "replicas", required_argument, NULL, 'r' }, { "timeout-s", required_argument, NULL, 't' },
 		{ "seed", required_argument, NULL, 'S' },   { "cdf", required_argument, NULL, 'C' },   { "wait-timeout-ms", required_argument, NULL, 'W' },
+		{ "key-prefix", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'H' },	    { NULL, 0, NULL, 0 },
 	};
 	*o = (struct opts){ .proto = (enum proto)-1, .clients = 50, .requests = 100000, .size = 64,
-			    .keyspace = 100000, .replicas = 2, .timeout_s = 120, .seed = 1 };
+			    .keyspace = 100000, .replicas = 2, .timeout_s = 120, .seed = 1, .prefix = "key" };
 	int ch, idx;
 	opterr = 0; /* our own one-line message */
 	while ((ch = getopt_long(argc, argv, "", longopts, &idx)) != -1) {
 		const char *name = ch == '?' ? NULL : longopts[idx].name;
 		switch (ch) {
 		case 'P':
-			for (int i = 0; i < 3; i++)
+			for (size_t i = 0; i < NPROTOS; i++)
 				if (!strcmp(optarg, proto_names[i]))
 					o->proto = (enum proto)i;
 			if (o->proto == (enum proto)-1)
-				bad_arg("--proto: want redis, redis-wait or etcd, got '%s'", optarg);
+				bad_arg("--proto: want redis, redis-wait, etcd or memcached, got '%s'", optarg);
 			break;
 		case 'o':
 			if (strcmp(optarg, "set") && strcmp(optarg, "get"))
@@ -799,6 +888,11 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case 't': o->timeout_s = num_arg(name, optarg, 1, 1000000); break;
 		case 'S': o->seed = num_arg(name, optarg, 0, UINT64_MAX); break;
 		case 'C': o->cdf = optarg; break;
+		case 'K':
+			if (!*optarg || strlen(optarg) > 64 || strpbrk(optarg, " \t\r\n"))
+				bad_arg("--key-prefix: want 1 to 64 bytes without blanks, got '%s'", optarg);
+			o->prefix = optarg;
+			break;
 		case 'W': o->wait_timeout_ms = num_arg(name, optarg, 0, 1000000000); break;
 		case 'H': fputs(usage, stdout); exit(0);
 		default: bad_arg("%s '%s'", optopt ? "missing value for" : "unknown option", argv[optind - 1]);

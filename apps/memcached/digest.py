@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""One digest of a memcached replica's data, read over its admin port.
+
+    digest.py [--host H] --port ADMIN_PORT [--keys K] [--prefix P] [--key NAME ...]
+    digest.py [--host H] --port ADMIN_PORT --all
+
+Prints "<sha256> <keys present>": the SHA-256 of "key value flags\\n" for
+every present key, in the order of the keys' names (bytes), so that both
+ways of naming the keys below give the same digest of the same data.  The key space is the workload's
+(workload.py): <prefix>:0 .. <prefix>:K-1 (--keys, default 1000, --prefix,
+default "key"), plus every --key NAME; or, with --all, every key the
+server holds (listed with `lru_crawler metadump all`, then read with get),
+whatever its name.
+
+Read a replica over its admin port (a listener that is not the app_port:
+apps/memcached/cluster-shm.conf gives each one 127.0.0.1:1731<node>), never
+its application port: a backup refuses clients there, and a get through the
+leader's app port would go into the log.  Replicas agree when their digests
+are equal.  A get changes nothing a digest sees (only the item's last
+access time).  Exits 1 when the server cannot be read.
+"""
+
+import argparse
+import hashlib
+import os
+import sys
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from workload import Conn, key_name  # noqa: E402  (the shared key naming)
+
+BATCH = 100  # keys per get request
+
+
+def all_keys(c):
+    """Every key the server holds, from lru_crawler metadump (its lines end
+    in a bare LF; the last one is END with CRLF)."""
+    c.send(b"lru_crawler metadump all\r\n")
+    keys = []
+    while True:
+        line = c.line()
+        for item in line.split("\n"):
+            if item == "END":
+                return keys
+            if item.startswith(("ERROR", "CLIENT_ERROR", "SERVER_ERROR", "BUSY")):
+                raise RuntimeError("lru_crawler metadump: %s" % item)
+            for field in item.split(" "):
+                if field.startswith("key="):
+                    keys.append(urllib.parse.unquote(field[4:]))
+                    break
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, required=True, help="the replica's admin port")
+    ap.add_argument("--keys", type=int, default=1000)
+    ap.add_argument("--prefix", default="key")
+    ap.add_argument("--key", action="append", default=[], help="one more key (repeatable)")
+    ap.add_argument("--all", action="store_true", help="every key the server holds")
+    args = ap.parse_args()
+    try:
+        c = Conn(args.host, args.port, timeout=30)
+        if args.all:
+            names = sorted(set(all_keys(c)))
+        else:
+            names = sorted(set([key_name(args.prefix, i) for i in range(args.keys)] + args.key))
+        h = hashlib.sha256()
+        present = 0
+        for b in range(0, len(names), BATCH):
+            batch = names[b:b + BATCH]
+            found = c.get_multi(batch)
+            for k in batch:
+                if k in found:
+                    flags, val = found[k]
+                    h.update(b"%s %s %d\n" % (k.encode(), val, flags))
+                    present += 1
+        c.close()
+    except Exception as e:  # noqa: BLE001 - any failure means no digest
+        print("digest.py: %s:%d: %s" % (args.host, args.port, e), file=sys.stderr)
+        sys.exit(1)
+    print("%s %d" % (h.hexdigest(), present))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,348 @@
+#!/usr/bin/env bats
+# shellcheck disable=SC2154 # status and output are set by bats' run.
+# memcached 1.6 (Debian's), a multi-threaded server (-t 4: four worker
+# threads, each with its own epoll loop, and a thread that accepts), under
+# apus (issue 18): every replica ends with the same data after mixed
+# traffic from 50 connections; two connections incrementing one key end
+# equal everywhere; a kill -9 of the leader loses nothing acknowledged.
+# Replicas are read over each memcached's second listener, an admin port
+# that is not replicated (apps/memcached/digest.py).
+#
+# APUS_TEST_MC_THREADS: memcached's -t (default 4); APUS_TEST_THREAD_ORDER:
+# thread_order (default requests, as apps/memcached's configs); with
+# APUS_TEST_NETNS=1 over tcp, each replica in a network namespace.
+
+load helpers
+
+MC="$APUS_ROOT/apps/memcached"
+FAULT="$APUS_ROOT/scripts/fault.sh"
+MC_THREADS="${APUS_TEST_MC_THREADS:-4}"
+# The shipped configs' thread_order (README, "Multi-threaded servers").
+MC_THREAD_ORDER="${APUS_TEST_THREAD_ORDER:-requests}"
+# Ports of this file: 19900-19999 (helpers.bash: app PORTBASE+1+i, peers
+# PORTBASE+51+i; here the admin ports PORTBASE+30+i, a bare memcached on
+# PORTBASE+90).
+PORTBASE=19900
+KEYS=1000
+
+function have_memcached() {
+	command -v memcached >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1
+}
+
+# mc_conf DIR PORTBASE - make_conf's cluster (its transport, namespaces,
+# fsync and so on) with memcached as the server: the app port, and an admin
+# port PORTBASE+30+node at the node's address (not replicated).  No
+# snapshots: memcached has none.  PORTBASE must be a multiple of 10 (the
+# admin port is written as a prefix and {node}).
+function mc_conf() {
+	local dir=$1 pb=$2 conf cmd
+	conf=$(APUS_TEST_SNAPSHOTS=off make_conf "$dir" "$pb") || return 1
+	cmd="memcached -p {port} -l {address}:{port},{address}:$(((pb + 30) / 10)){node} -U 0 -t $MC_THREADS -u root -m 64"
+	sed -i "s|^app_cmd .*|app_cmd      = $cmd\nthread_order = $MC_THREAD_ORDER|" "$conf"
+	grep -q "^app_cmd      = memcached " "$conf" || return 1
+	echo "$conf"
+}
+
+# mc_admin_port NODE - NODE's admin port.
+function mc_admin_port() { echo $((PORTBASE + 30 + $1)); }
+
+# mc_kill_leftovers CONF - kill memcached processes still listening on the
+# app or admin ports of CONF (an aborted earlier run of this file).
+function mc_kill_leftovers() {
+	local conf=$1 n port ns in pid
+	[ -f "$conf" ] || return 0
+	for n in $(conf_nodes "$conf"); do
+		ns=$(conf_node_get "$conf" "$n" netns)
+		in=()
+		[ -n "$ns" ] && in=(ip netns exec "$ns")
+		for port in "$(conf_node_get "$conf" "$n" app_port)" "$(mc_admin_port "$n")"; do
+			for pid in $("${in[@]}" ss -ltnpH "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
+				[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = memcached ] && kill -KILL "$pid" 2>/dev/null
+			done
+		done
+	done
+	return 0
+}
+
+# mc NODE|HOST:PORT CMD - send one text-protocol request (\r\n is added;
+# "\r\n" inside CMD is sent as CRLF) and print the first reply line.  A
+# node number means its admin port.
+function mc() {
+	local to=$1 host port
+	if [[ "$to" == *:* ]]; then
+		host=${to%:*} port=${to##*:}
+	else
+		host=$(node_host "$to") port=$(mc_admin_port "$to")
+	fi
+	timeout 30 python3 -c '
+import sys
+sys.path.insert(0, sys.argv[1])
+from workload import Conn
+c = Conn(sys.argv[2], int(sys.argv[3]))
+c.send(sys.argv[4].replace("\\r\\n", "\r\n").encode() + b"\r\n")
+print(c.line())' "$MC" "$host" "$port" "$2"
+}
+
+# mc_get NODE|HOST:PORT KEY - KEY's value on NODE (admin port), or "(none)".
+function mc_get() {
+	local host port
+	if [[ "$1" == *:* ]]; then
+		host=${1%:*} port=${1##*:}
+	else
+		host=$(node_host "$1") port=$(mc_admin_port "$1")
+	fi
+	timeout 30 python3 -c '
+import sys
+sys.path.insert(0, sys.argv[1])
+from workload import Conn
+c = Conn(sys.argv[2], int(sys.argv[3]))
+v = c.get_multi([sys.argv[4]]).get(sys.argv[4])
+print("(none)" if v is None else v[1].decode("latin-1"))' "$MC" "$host" "$port" "$2"
+}
+
+# mc_digest NODE [DIGEST ARGS...] - "sha256 keys" of NODE's data.
+function mc_digest() {
+	local n=$1
+	shift
+	timeout 60 python3 "$MC/digest.py" --host "$(node_host "$n")" --port "$(mc_admin_port "$n")" "$@" 2>&1
+}
+
+# mc_digests_equal "NODES" [DIGEST ARGS...] - every node of NODES gave the same digest.
+function mc_digests_equal() {
+	local nodes=$1 n d first=""
+	shift
+	for n in $nodes; do
+		d=$(mc_digest "$n" "$@") || return 1
+		[[ "$d" =~ ^[0-9a-f]{64}\ [0-9]+$ ]] || return 1
+		[ -z "$first" ] && first=$d
+		[ "$d" = "$first" ] || return 1
+	done
+	[ -n "$first" ]
+}
+
+# wait_mc_digests_equal "NODES" TIMEOUT [DIGEST ARGS...] - wait until every
+# node of NODES has the same digest; on timeout show each and the logs.
+function wait_mc_digests_equal() {
+	local nodes=$1 deadline=$((SECONDS + $2)) n
+	shift 2
+	while ! mc_digests_equal "$nodes" "$@"; do
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			echo "replicas differ after the wait (node: sha256 keys):" >&2
+			for n in $nodes; do echo "  node $n: $(mc_digest "$n" "$@")" >&2; done
+			"$APUS" status --config "$CONF" >&2 3>&- || true
+			show_logs "$CONF" 10 >&2
+			return 1
+		fi
+		sleep 0.5
+	done
+}
+
+# wait_mc_value "NODES" KEY WANT - wait (30 s) until KEY is WANT on each of NODES.
+function wait_mc_value() {
+	local nodes=$1 key=$2 want=$3 deadline=$((SECONDS + 30)) n ok
+	while :; do
+		ok=1
+		for n in $nodes; do
+			[ "$(mc_get "$n" "$key")" = "$want" ] || ok=0
+		done
+		[ "$ok" -eq 1 ] && return 0
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			for n in $nodes; do echo "  node $n: $key = '$(mc_get "$n" "$key")', want '$want'" >&2; done
+			"$APUS" status --config "$CONF" >&2 3>&- || true
+			show_logs "$CONF" 10 >&2
+			return 1
+		fi
+		sleep 0.5
+	done
+}
+
+# mc_wait_new_leader OLD - wait (15 s) until a node other than OLD leads
+# and answers at its app port; its id in NEW.
+function mc_wait_new_leader() {
+	local i
+	for ((i = 0; i < 150; i++)); do
+		NEW=$(leader_id 2>/dev/null) || NEW=
+		if [ -n "$NEW" ] && [ "$NEW" != "$1" ] &&
+			[[ "$(mc "$(node_host "$NEW"):$(app_port "$NEW")" version 2>&1)" == VERSION* ]]; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	"$APUS" status --config "$CONF" >&2 3>&- || true
+	show_logs "$CONF" 20 >&2
+	fail "no new leader after 15 s (old: $1)"
+}
+
+function others() {
+	local n
+	for n in $(conf_nodes "$CONF"); do [ "$n" != "$1" ] && echo "$n"; done
+	return 0
+}
+
+function setup_file() {
+	have_memcached || return 0
+	if [ -n "${APUS_TEST_NETNS:-}" ]; then
+		have netns || return 0
+	fi
+	CONF=$(mc_conf "$(test_dir cluster)" "$PORTBASE")
+	export CONF
+	mc_kill_leftovers "$CONF"
+	start_cluster "$CONF"
+}
+
+function teardown_file() {
+	[ -n "${CONF:-}" ] || return 0
+	stop_cluster "$CONF"
+	mc_kill_leftovers "$CONF"
+	# A stopped node keeps its region (log_size of memory) for a restart.
+	bash "$APUS_ROOT/scripts/drop-regions.sh" "$(dirname "$CONF")"
+}
+
+function teardown() {
+	if [ -n "${BARE_PID:-}" ]; then
+		kill -KILL "$BARE_PID" 2>/dev/null || true
+		wait "$BARE_PID" 2>/dev/null || true
+		BARE_PID=
+	fi
+}
+
+function setup() {
+	have_memcached || skip "test requires memcached (Debian's memcached: scripts/install-deps.sh) and python3"
+	if [ -n "${APUS_TEST_NETNS:-}" ]; then
+		requires netns
+	fi
+}
+
+@test "every replica runs memcached with $MC_THREADS worker threads (thread_order = $MC_THREAD_ORDER)" {
+	local n
+	for n in $(conf_nodes "$CONF"); do
+		run mc "$n" "stats settings"
+		# The first line of the settings; the thread count is read below.
+		[[ "$output" == STAT* ]] || fail "node $n: stats settings: $output"
+		run timeout 30 python3 -c '
+import sys
+sys.path.insert(0, sys.argv[1])
+from workload import Conn
+c = Conn(sys.argv[2], int(sys.argv[3]))
+c.send(b"stats settings\r\n")
+while True:
+    l = c.line()
+    if l == "END": break
+    if l.startswith("STAT num_threads "): print(l.split()[2])' "$MC" "$(node_host "$n")" "$(mc_admin_port "$n")"
+		assert_eq "$output" "$MC_THREADS" "node $n num_threads"
+	done
+}
+
+# Tests of this file share one cluster: each writes and compares keys of its
+# own (a prefix of its own), so that one's divergence does not fail the next.
+
+@test "50 connections of mixed set/get/incr/decr/append/prepend/delete/add: every replica ends with the same data" {
+	local leader d keys
+	run timeout 300 python3 "$MC/workload.py" --host "$(leader_host)" --port "$(leader_port)" \
+		--conns 50 --ops 400 --keys "$KEYS" --seed mixed
+	echo "$output"
+	assert_eq "$status" 0 "workload.py exit status"
+	leader=$(leader_id)
+	d=$(mc_digest "$leader" --keys "$KEYS")
+	keys=${d##* }
+	# ~70% of the key space is present after 20,000 random operations.
+	[[ "$keys" =~ ^[0-9]+$ ]] && [ "$keys" -gt $((KEYS / 2)) ] ||
+		fail "the leader holds only '$keys' of $KEYS keys after the workload ($d)"
+	# Every key the servers hold, whatever its name (lru_crawler metadump).
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --all
+	# And the same through the workload's key space.
+	mc_digests_equal "$(conf_nodes "$CONF")" --keys "$KEYS" || fail "digests of the key space differ"
+}
+
+@test "two connections incrementing one key 2,000 times each: 4,000 on every replica" {
+	local n=2000 host port r
+	host=$(leader_host) port=$(leader_port)
+	r=$(mc "$host:$port" 'set shared:0 0 0 1\r\n0')
+	assert_eq "$r" STORED "set shared:0"
+	run timeout 300 python3 "$MC/workload.py" --host "$host" --port "$port" \
+		--conns 2 --ops "$n" --keys 1 --prefix shared --mix incr --delta 1 --seed two
+	echo "$output"
+	assert_eq "$status" 0 "workload.py exit status"
+	assert_eq "$(mc_get "$(leader_id)" shared:0)" $((2 * n)) "shared:0 on the leader"
+	wait_mc_value "$(conf_nodes "$CONF")" shared:0 $((2 * n))
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --prefix shared --keys 1
+}
+
+@test "loadgen --proto memcached (the benchmark's client): every request counted, error replies are errors" {
+	local port=$((PORTBASE + 90)) lg="$APUS_ROOT/build/bench/loadgen"
+	[ -x "$lg" ] || fail "loadgen not built at $lg (run make)"
+	# A bare memcached of this test's own (killed by teardown).
+	memcached -p "$port" -l "127.0.0.1:$port" -U 0 -t 4 -u root 3>&- &
+	BARE_PID=$!
+	retry 50 0.1 mc "127.0.0.1:$port" version
+	run "$lg" --proto memcached --host 127.0.0.1 --port "$port" --op set --clients 10 --requests 2000 --keyspace 100 --size 100
+	echo "$output"
+	assert_eq "$status" 0 "loadgen set"
+	[[ "$output" == *" n=2000 "*" errors=0 "* ]] || fail "loadgen set: $output"
+	[ "$(mc_get "127.0.0.1:$port" key:7 | wc -c)" -eq 101 ] || fail "key:7 after the sets: '$(mc_get "127.0.0.1:$port" key:7)'"
+	run "$lg" --proto memcached --host 127.0.0.1 --port "$port" --op get --clients 10 --requests 2000 --keyspace 200
+	echo "$output"
+	assert_eq "$status" 0 "loadgen get (hits and misses)"
+	[[ "$output" == *" n=2000 "*" errors=0 "* ]] || fail "loadgen get: $output"
+	# Larger than memcached's 1 MB items: SERVER_ERROR object too large.
+	run "$lg" --proto memcached --host 127.0.0.1 --port "$port" --op set --clients 1 --requests 5 --size 2000000
+	echo "$output"
+	assert_eq "$status" 1 "loadgen of sets that fail"
+	[[ "$output" == *" errors=5 "* ]] || fail "loadgen: $output"
+}
+
+@test "loadgen sets and gets through the leader (50 clients): every replica ends with the same data" {
+	local lg="$APUS_ROOT/build/bench/loadgen" op
+	for op in set get; do
+		run timeout 300 "$lg" --proto memcached --host "$(leader_host)" --port "$(leader_port)" \
+			--op "$op" --clients 50 --requests 20000 --keyspace 5000 --key-prefix lg --size 100 --seed 7
+		echo "$output"
+		assert_eq "$status" 0 "loadgen $op"
+	done
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --prefix lg --keys 5000
+}
+
+@test "kill -9 the leader's memcached under an audited writer: a new leader serves, nothing acknowledged is lost" {
+	local log="$BATS_TEST_TMPDIR/failover.log" old writer n sets
+	old=$(leader_id)
+	APUS_BIN="$APUS" python3 "$MC/audit.py" write --config "$CONF" --log "$log" \
+		--count 600 --pause-ms 5 --prefix fo 3>&- &
+	writer=$!
+	# Background traffic on other keys, so that several worker threads of
+	# the leader run at the kill (its connections break then: its exit
+	# status is not looked at).
+	timeout 60 python3 "$MC/workload.py" --host "$(leader_host)" --port "$(leader_port)" \
+		--conns 8 --ops 0 --duration 3 --keys "$KEYS" --prefix fobg --seed failover >/dev/null 2>&1 3>&- &
+	local load=$!
+	sleep 1.5
+	"$FAULT" kill --config "$CONF" --node "$old"
+	mc_wait_new_leader "$old"
+	wait "$writer" || fail "audit.py write failed"
+	wait "$load" || true
+	# The kill broke the writer's connection, and writes went on after
+	# the failover, not only before it.
+	grep -q '^fail' "$log" || fail "the writer saw no failure: did the kill come after it ended?"
+	sets=$(sed -n '/^fail/,$p' "$log" | grep -c '^set ' || true)
+	[ "$sets" -gt 100 ] || fail "only $sets writes acknowledged after the failover ($(grep '^fail' "$log" | head -3))"
+	for n in $(others "$old"); do
+		run timeout 120 python3 "$MC/audit.py" check --host "$(node_host "$n")" \
+			--port "$(mc_admin_port "$n")" --log "$log" --prefix fo
+		echo "node $n: $output"
+		assert_eq "$status" 0 "audit on node $n"
+	done
+	wait_mc_digests_equal "$(others "$old")" 30 --prefix fobg --keys "$KEYS"
+	wait_mc_digests_equal "$(others "$old")" 30 --prefix fo --keys 601 --key fo:ctr
+	grep -q "serving clients as leader of view" "$(data_dir "$NEW")/apus.log" || fail "node $NEW never served"
+	# The old leader comes back as a backup: with no snapshot it executes
+	# the log from its start (the whole history fits in the log here).
+	"$FAULT" restart --config "$CONF" --node "$old" 3>&-
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 60 --prefix fobg --keys "$KEYS"
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --prefix fo --keys 601 --key fo:ctr
+	assert_eq "$(status_node "$(status_json)" "$old" role)" backup "role of the restarted node"
+}
+
+# Each test above compares its own keys; this compares everything the
+# servers hold, whatever its name, after all of them.
+@test "at the end: every replica holds the same items (all keys, lru_crawler metadump)" {
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --all
+}
