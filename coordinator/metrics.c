@@ -193,7 +193,7 @@ size_t metrics_render(const struct apus_config *cfg, int self, const struct regi
 	    "Connections whose output on this node differed from the leader's.",
 	    get(&s->divergences));
 	one(&t, "apus_request_order_stalls_total", "counter",
-	    "thread_order = requests: requests that ran past 50 ms, so the next started beside them.",
+	    "thread_order = requests: requests that waited past 50 ms, so the next started beside them.",
 	    get(&s->order_stalls));
 	one(&t, "apus_refused_clients_total", "counter",
 	    "Clients of the application port this node turned away (it was no serving leader).",

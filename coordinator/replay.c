@@ -1,5 +1,6 @@
 #define LOG_PREFIX "replay: "
 #include "replay.h"
+#include "thread_state.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,8 +29,8 @@
 #define STALL_NS (10000 * 1000000ULL)
 /* How long a replayed connection we closed waits for the server to drop its end. */
 #define LINGER_NS (10000 * 1000000ULL)
-/* thread_order = requests: how long one request may run before the next
- * turn is let go beside it (ORDER_STALL_MS in turns.h). */
+/* thread_order = requests: how long one request may wait (its thread not
+ * running) before the next turn is let go beside it. */
 #define ORDER_STALL_NS (50 * 1000000ULL)
 /* How long a CLOSE waits for our server's output to reach the leader's. */
 #define CLOSE_WAIT_NS (2000 * 1000000ULL)
@@ -591,8 +592,11 @@ static void skip_dead_turns(struct replay *r)
 		if (__atomic_load_n(&s->done, __ATOMIC_ACQUIRE)) {
 			/* thread_order = requests: a request that runs long (a
 			 * lock wait, a slow command) holds the others only so long. */
-			/* (done_ns may be later than NOW, taken before the loop.) */
-			if (__atomic_load_n(&s->done_ns, __ATOMIC_RELAXED) + ORDER_STALL_NS > now)
+			/* (done_ns may be later than NOW, taken before the loop.)
+			 * A thread that runs (a slow request, a loaded machine)
+			 * keeps the order; one that waits (a lock) loses it. */
+			if (__atomic_load_n(&s->done_ns, __ATOMIC_RELAXED) + ORDER_STALL_NS > now ||
+			    thread_running(__atomic_load_n(&s->tap->reader, __ATOMIC_RELAXED)))
 				return;
 			if (now - r->order_warn_ns > 10000000000ULL) {
 				r->order_warn_ns = now;

@@ -215,6 +215,7 @@ int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov,
 		pthread_mutex_unlock(&r->take_lock);
 		return 0;
 	}
+	__atomic_store_n(&t->reader, thread_id(), __ATOMIC_RELAXED);
 	done = iov_scatter(iov, iovcnt, s->data + (s->len - s->remaining), s->remaining);
 	s->remaining -= done;
 	__atomic_sub_fetch(&r->held, done, __ATOMIC_RELEASE);

@@ -74,10 +74,17 @@ static inline int before_output(int fd, const struct iovec *iov, int iovcnt,
 	}
 	if (s->kind != FD_CLIENT)
 		return 0;
-	if (node_config(shim_node)->commit_wait == COMMIT_WAIT_REPLY && node_wait_output(shim_node)) {
-		errno = ECONNRESET;
-		*ret = -1;
-		return 1;
+	if (node_config(shim_node)->commit_wait == COMMIT_WAIT_REPLY) {
+		int rc;
+
+		request_order_shim_wait(1);
+		rc = node_wait_output(shim_node);
+		request_order_shim_wait(0);
+		if (rc) {
+			errno = ECONNRESET;
+			*ret = -1;
+			return 1;
+		}
 	}
 	*hash = node_config(shim_node)->checker ? s : NULL;
 	return 0;

@@ -18,9 +18,10 @@
  * turn a thread took until the request it started ends (turns.h,
  * replay_request_done), so requests run in the log's order there too.
  *
- * A request that runs longer than ORDER_STALL_NS (a lock wait inside the
- * server, a slow command) lets the next one start beside it, logged: the
- * server must never wait for ever on an order it cannot keep. */
+ * A request whose thread waits (not running: a lock wait inside the
+ * server) for ORDER_STALL_NS lets the next one start beside it, logged:
+ * the server must never wait for ever on an order it cannot keep.  A
+ * thread that runs all along (a slow request, a loaded machine) keeps it. */
 #define LOG_PREFIX "shim: "
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +32,7 @@
 #include "../coordinator/clock.h"
 #include "../coordinator/futex.h"
 #include "../coordinator/logger.h"
+#include "../coordinator/thread_state.h"
 #include "../coordinator/turns.h"
 #include "shim.h"
 
@@ -40,6 +42,9 @@
 /* The leader's token: the holder's thread id, 0 when free. */
 static uint32_t token;
 static uint32_t token_waiters;
+/* Its holder waits inside the shim (a read's commit wait, a reply held
+ * for commit), not in the server: it keeps the token. */
+static uint32_t holder_in_shim;
 static uint64_t steal_warn_ns;
 
 /* This thread's part. */
@@ -58,6 +63,7 @@ static void token_release(void)
 {
 	uint32_t me = my_tid;
 
+	__atomic_store_n(&holder_in_shim, 0, __ATOMIC_RELEASE);
 	holding = 0;
 	got_input = 0;
 	wrote = 0;
@@ -81,7 +87,11 @@ static void token_take(void)
 						__ATOMIC_RELAXED))
 			break;
 		uint64_t now = now_ns();
-		if (holder != seen) {
+		if (holder != seen ||
+		    (now - seen_ns >= ORDER_STALL_NS &&
+		     (__atomic_load_n(&holder_in_shim, __ATOMIC_ACQUIRE) || thread_running(holder)))) {
+			/* A new holder, or one that runs (slow, not waiting):
+			 * the bound starts again. */
 			seen = holder;
 			seen_ns = now;
 		} else if (now - seen_ns >= ORDER_STALL_NS &&
@@ -130,6 +140,12 @@ void request_order_wrote(void)
 	wrote = 1;
 }
 
+void request_order_shim_wait(int on)
+{
+	if (holding)
+		__atomic_store_n(&holder_in_shim, (uint32_t)on, __ATOMIC_RELEASE);
+}
+
 void request_order_before_read(int fd, struct fd_slot *s, int flags)
 {
 	if (!request_order_on())
@@ -155,6 +171,7 @@ void request_order_before_read(int fd, struct fd_slot *s, int flags)
 	}
 	token_take();
 	token_fd = fd;
+	__atomic_store_n(&holder_in_shim, 1, __ATOMIC_RELEASE);
 }
 
 void request_order_after_read(struct fd_slot *s, ssize_t n)
@@ -163,6 +180,7 @@ void request_order_after_read(struct fd_slot *s, ssize_t n)
 
 	if (!holding || s->kind != FD_CLIENT)
 		return;
+	__atomic_store_n(&holder_in_shim, 0, __ATOMIC_RELEASE);
 	if (n >= 0)
 		got_input = 1;
 	else if (!got_input)

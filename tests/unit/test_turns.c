@@ -354,12 +354,30 @@ static void as_a(void (*step)(void))
 static struct srv_conn rc, rd;
 
 static void a_takes_c1(void) { expect_take(&rc, 100, "c1", __LINE__); }
-static void a_takes_c3(void) { expect_take(&rc, 100, "c3", __LINE__); }
 static void a_takes_c5(void) { expect_take(&rc, 100, "c5", __LINE__); }
 static void a_takes_c6(void) { expect_take(&rc, 100, "c6", __LINE__); }
 static void a_takes_c8(void) { expect_take(&rc, 100, "c8", __LINE__); }
 static void a_takes_d9(void) { expect_take(&rd, 100, "d9", __LINE__); }
+static void a_takes_d2(void) { expect_take(&rd, 100, "d2", __LINE__); }
 static void a_takes_nothing(void) { expect_no_take(&rc, __LINE__); }
+
+/* A third thread: takes D's turn d4, then runs (spins) 150 ms before it
+ * asks for input. */
+static int spinner_took;
+
+static void *spinner_takes_d4(void *arg)
+{
+	uint64_t t0;
+
+	(void)arg;
+	expect_take(&rd, 100, "d4", __LINE__);
+	__atomic_store_n(&spinner_took, 1, __ATOMIC_RELEASE);
+	t0 = now_ns();
+	while (now_ns() - t0 < 150 * 1000000ULL)
+		;
+	replay_request_done(r);
+	return NULL;
+}
 static void a_asks_for_input(void) { replay_request_done(r); }
 
 /* thread_order = requests: a turn taken whole keeps the head until the
@@ -397,16 +415,33 @@ static void request_order(void)
 	replay_server_awake(r, wb);
 	as_a(a_asks_for_input);	/* twice: nothing more */
 	CHECK(replay_ready_fds(r, wb, fds, 4) == 1 && fds[0] == rd.fd, "B's turn not ready");
-	expect_take(&rd, 100, "d2", __LINE__);
 
-	/* D's request never asks for input (a lock wait): after 50 ms the
-	 * role thread lets C's next turn go. */
+	/* A request that waits (its thread blocked: thread A, asleep on its
+	 * condition variable, takes D's turn and stands for a lock wait):
+	 * after 50 ms the role thread lets the next turn go. */
+	as_a(a_takes_d2);
 	CHECK(replay_maintain(r), "the turns ran out");
-	as_a(a_takes_nothing);
+	expect_no_take(&rc, __LINE__);
 	usleep(60 * 1000);
 	replay_maintain(r);
-	as_a(a_takes_c3);
-	as_a(a_asks_for_input);
+	expect_take(&rc, 100, "c3", __LINE__);
+	replay_request_done(r);
+	CHECK(!replay_maintain(r), "turns left after every take");
+
+	/* A request whose thread runs all along (slow, not waiting) keeps
+	 * the order past 50 ms. */
+	exec(ENTRY_RECV, di, "d4");
+	exec(ENTRY_RECV, ci, "c4");
+	pthread_t spin;
+	CHECK(pthread_create(&spin, NULL, spinner_takes_d4, NULL) == 0, "pthread_create");
+	while (!__atomic_load_n(&spinner_took, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	usleep(80 * 1000);
+	replay_maintain(r);
+	expect_no_take(&rc, __LINE__);
+	pthread_join(spin, NULL);
+	expect_take(&rc, 100, "c4", __LINE__);
+	replay_request_done(r);
 	CHECK(!replay_maintain(r), "turns left after every take");
 
 	/* A request read in two turns of its connection (a header, then a

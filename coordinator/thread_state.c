@@ -1,0 +1,29 @@
+/* Reads a thread's scheduling state from /proc/self/task/TID/stat. */
+#include "thread_state.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sys.h"
+
+int thread_running(uint32_t tid)
+{
+	char path[64], buf[512];
+	const char *end;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%u/stat", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = sys.read(fd, buf, sizeof(buf) - 1);
+	sys.close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* "TID (comm) S ...": comm may hold spaces and parentheses. */
+	end = strrchr(buf, ')');
+	return end && end[1] == ' ' && end[2] == 'R';
+}
