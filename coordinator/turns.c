@@ -187,6 +187,11 @@ void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n)
 
 void replay_tap_close(struct replay *r, struct replay_tap *t)
 {
+	/* A thread that closes the connection of its request is done with
+	 * it (a thread per connection goes back to its pool, asking for no
+	 * input anywhere). */
+	if (pending_r == r && r->sched[pending_h % SCHED_SIZE].tap == t)
+		replay_request_done(r);
 	__atomic_store_n(&t->state, TAP_FREE, __ATOMIC_RELEASE);
 	if (__atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
 		r->n->ops->wake(r->n->tp);
@@ -308,16 +313,16 @@ void replay_kick_head(struct replay *r)
 	const struct turn *s;
 	struct replay_waker *w;
 
-	/* Dekker with replay_server_sleep(): we published the turn (or moved
-	 * the head to it), then look for a sleeper; it counts itself, then
-	 * looks for the turn. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/* With replay_server_sleep(): we published the turn (or moved the
+	 * head to it), then look for a sleeper with a read-modify-write of
+	 * the word it increments before it looks for the turn: either it sees
+	 * our turn, or we see it asleep. */
 	bell_ring(&r->turn_bell, &r->turn_sleepers);
 	s = sched_head(r, &h);
 	if (!s || !s->data)
 		return;
 	w = &r->wakers[__atomic_load_n(&s->tap->waker, __ATOMIC_ACQUIRE) % WAKERS];
-	if (__atomic_load_n(&w->sleepers, __ATOMIC_SEQ_CST) &&
+	if (__atomic_fetch_add(&w->sleepers, 0, __ATOMIC_SEQ_CST) &&
 	    sys.write(w->fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		pr_debug("eventfd: %s", strerror(errno));
 }
@@ -328,7 +333,6 @@ int replay_server_sleep(struct replay *r, int waker)
 	int fd;
 
 	__atomic_add_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!replay_ready_fds(r, waker, &fd, 1))
 		return 1;
 	__atomic_sub_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);

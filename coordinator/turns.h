@@ -81,9 +81,10 @@ void replay_tap_close(struct replay *r, struct replay_tap *t);
 /* thread_order = requests: the calling thread asks for input again (it
  * waits for events, or reads after it wrote its reply): the request it
  * took its last turn for is done, and the head may move on.  (Its read of
- * another connection ends the request too, and a read of the same one
- * goes on with it when the next turn is that connection's: replay_gate
- * and replay_take see to both.)  Until then
+ * another connection ends the request too, and so does its close of the
+ * request's connection (replay_tap_close); a read of the same one goes on
+ * with it when the next turn is that connection's: replay_gate and
+ * replay_take see to those.)  Until then
  * (or 50 ms: replay.c's ORDER_STALL_NS) no thread takes the next turn. */
 void replay_request_done(struct replay *r);
 

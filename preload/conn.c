@@ -187,6 +187,7 @@ APUS_EXPORT int close(int fd)
 		if (s->kind == FD_CLIENT) {
 			readahead_forget(fd, s);
 			shim_log_close(s);
+			request_order_closed(fd);
 		} else if (s->kind == FD_REPLAY) {
 			replay_tap_close(node_replay(shim_node), s->tap);
 		}

@@ -5,8 +5,8 @@
  * A request runs on the thread that read it, from the read that got its
  * input until the thread asks for input again: it waits for events
  * (epoll_wait), reads a replicated connection after writing to one (its
- * reply is out), or reads another connection (an event loop handles one
- * at a time).  A read of the same connection that finds nothing (EAGAIN)
+ * reply is out), reads another connection (an event loop handles one
+ * at a time), or closes the request's connection.  A read of the same connection that finds nothing (EAGAIN)
  * before any reply ends nothing: event loops read until EAGAIN, then
  * handle what they read; nor does one that gets more of its input.
  *
@@ -133,6 +133,13 @@ void request_order_idle(void)
 		wrote = 0;
 		replay_request_done(node_replay(shim_node));
 	}
+}
+
+void request_order_closed(int fd)
+{
+	/* The thread closes the client of its request: done with it. */
+	if (holding && fd == token_fd)
+		token_release();
 }
 
 void request_order_wrote(void)

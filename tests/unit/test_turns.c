@@ -359,6 +359,8 @@ static void a_takes_c6(void) { expect_take(&rc, 100, "c6", __LINE__); }
 static void a_takes_c8(void) { expect_take(&rc, 100, "c8", __LINE__); }
 static void a_takes_d9(void) { expect_take(&rd, 100, "d9", __LINE__); }
 static void a_takes_d2(void) { expect_take(&rd, 100, "d2", __LINE__); }
+static void a_takes_c10(void) { expect_take(&rc, 100, "c10", __LINE__); }
+static void a_closes_c(void) { replay_tap_close(r, rc.tap); }
 static void a_takes_nothing(void) { expect_no_take(&rc, __LINE__); }
 
 /* A third thread: takes D's turn d4, then runs (spins) 150 ms before it
@@ -462,6 +464,16 @@ static void request_order(void)
 	as_a(a_takes_c8);
 	as_a(a_takes_d9);
 	as_a(a_asks_for_input);
+	CHECK(!replay_maintain(r), "turns left after every take");
+
+	/* A thread that closes its request's connection is done with it. */
+	exec(ENTRY_RECV, ci, "c10");
+	exec(ENTRY_RECV, di, "d11");
+	as_a(a_takes_c10);
+	expect_no_take(&rd, __LINE__);
+	as_a(a_closes_c);
+	expect_take(&rd, 100, "d11", __LINE__);
+	replay_request_done(r);
 	CHECK(!replay_maintain(r), "turns left after every take");
 
 	node.cfg.thread_order = ORDER_READS;
