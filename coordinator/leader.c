@@ -635,7 +635,11 @@ static void leader_catch_up(struct node *n)
 	if (!leader_open_view(n))
 		return;
 	node_execute(n, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE), 0);
-	if (n->exec_idx <= n->view_start || replay_maintain(n->replay))
+	/* Maintained on every pass, not only once all is executed: an entry
+	 * may wait for the server's turns (an ACCEPT for the CLOSE turns
+	 * before it), and only maintenance skips a turn the server dropped. */
+	int turns_left = replay_maintain(n->replay);
+	if (n->exec_idx <= n->view_start || turns_left)
 		return;
 	__atomic_store_n(&n->serving, 1, __ATOMIC_RELEASE);
 	pr_info("serving clients as leader of view %llu (executed %llu entries)",

@@ -319,10 +319,17 @@ static int conn_open(struct replay *r, uint64_t view, uint64_t idx, struct rconn
 	return 1;
 }
 
+/* A connection opens only once the server has taken the CLOSE turns
+ * before it: the server then holds no more connections at once than the
+ * leader's did.  A server far behind (a new leader catching up, a restart)
+ * would otherwise get every connection of its backlog at once and refuse
+ * those past its limit (mariadbd's max_connections), dropping their input. */
 static int exec_accept(struct replay *r, const struct entry_hdr *e)
 {
 	struct rconn *c;
 
+	if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) < r->close_tail)
+		return 0;
 	return conn_open(r, e->view, e->idx, &c);
 }
 
@@ -455,6 +462,7 @@ static int exec_close(struct replay *r, const struct entry_hdr *e)
 		if (sched_full(r))
 			return 0;
 		sched_push(r, c->tap, ENTRY_CLOSE, 0, NULL);
+		r->close_tail = r->tail;
 		sys.shutdown(c->sock, SHUT_WR);
 	}
 	/* Keep our end until the server dropped its own: closing it now could
@@ -476,6 +484,7 @@ static int exec_noop(struct replay *r, const struct entry_hdr *e)
 				if (sched_full(r))
 					return 0;	/* resumed with the connections left */
 				sched_push(r, c->tap, ENTRY_CLOSE, 0, NULL);
+				r->close_tail = r->tail;
 				sys.shutdown(c->sock, SHUT_WR);
 			}
 			conn_closing(r, c);

@@ -77,6 +77,7 @@ struct replay {
 	 * threads take turns at head (CAS), the backup thread skips stalled ones. */
 	struct turn sched[SCHED_SIZE];
 	uint64_t head, tail;
+	uint64_t close_tail;	/* the tail after the newest CLOSE turn */
 	uint64_t stall_head, stall_since;
 	uint64_t order_warn_ns;	/* when a request past ORDER_STALL_NS was last logged */
 	uint32_t waiting;	/* the backup thread waits for the server to take turns */

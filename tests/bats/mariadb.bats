@@ -142,6 +142,8 @@ setup() {
 	kill_mariadb_leftovers "$CONF"
 	"$MARIADB_APP/init.sh" --config "$CONF" --force >/dev/null
 	start_cluster "$CONF"
+	# Every mariadbd is up (it answers on its socket) before the writer.
+	wait_checksums_equal 60 >/dev/null
 	old=$(leader_id)
 	"$MARIADB_APP/audit.sh" write --config "$CONF" --log "$log" --count 300 &
 	local writer=$!
