@@ -17,6 +17,11 @@ static inline void futex_wait(uint32_t *word, uint32_t seen, int timeout_us)
 	syscall(SYS_futex, word, FUTEX_WAIT, seen, timeout_us >= 0 ? &ts : NULL, NULL, 0);
 }
 
+static inline void futex_wake_one(uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 static inline void futex_wake_all(uint32_t *word)
 {
 	syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);

@@ -203,7 +203,7 @@ static void conn_free(struct replay *r, struct rconn *c)
 	/* Only a complete output can be held against the leader's whole one. */
 	if (c->eof && r->n->cfg.checker)
 		out_check_finish(&c->chk);
-	if (r->n->cfg.checker && r->n->ctl)	/* (no region: a unit test's node) */
+	if (r->n->cfg.checker)
 		checks_record(r->n->ctl, c->vs.view, c->vs.idx, &c->chk, c->eof);
 	pthread_mutex_unlock(&r->out_lock);
 	if (c->sock >= 0)
@@ -614,9 +614,7 @@ static void skip_dead_turns(struct replay *r)
 					"for it; logged once per 10 s)", s->tap->srv_fd,
 					(unsigned long long)(ORDER_STALL_NS / 1000000));
 			}
-			if (r->n->ctl)	/* (none: a unit test's node) */
-				__atomic_add_fetch(&r->n->ctl->status.order_stalls, 1,
-						   __ATOMIC_RELAXED);
+			node_order_stalled(r->n);
 			sched_advance(r, h);
 			continue;
 		}

@@ -11,4 +11,7 @@
  * when it waits, is gone, or its state cannot be read. */
 int thread_running(uint32_t tid);
 
+/* The calling thread's id (gettid, asked once per thread). */
+uint32_t thread_id(void);
+
 #endif

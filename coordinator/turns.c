@@ -10,13 +10,12 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "futex.h"
 #include "logger.h"
 #include "replay_internal.h"
+#include "thread_state.h"
 #include "sys.h"
 
 /* A read that is not its connection's turn, on a connection no epoll set
@@ -119,16 +118,6 @@ size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want)
 	if (s->type == ENTRY_CLOSE)
 		return want;
 	return want < s->remaining ? want : (size_t)s->remaining;
-}
-
-/* This thread's id, for replay_tap.reader. */
-static uint32_t thread_id(void)
-{
-	static __thread uint32_t tid;
-
-	if (!tid)
-		tid = (uint32_t)syscall(SYS_gettid);
-	return tid;
 }
 
 size_t replay_gate_wait(struct replay *r, struct replay_tap *t, size_t want, int blocking)

@@ -43,10 +43,9 @@ static size_t gate(int fd, struct fd_slot *s, size_t want, int flags)
 	if (s->kind != FD_REPLAY || !want)
 		return want;
 	cap = replay_gate(node_replay(shim_node), s->tap, want);
-	if (!cap && !s->ep_set) {
-		int blocks = !(flags & MSG_DONTWAIT) && !(fcntl(fd, F_GETFL) & O_NONBLOCK);
-		cap = replay_gate_wait(node_replay(shim_node), s->tap, want, blocks);
-	}
+	if (!cap && !s->ep_set)
+		cap = replay_gate_wait(node_replay(shim_node), s->tap, want,
+				       shim_read_blocks(fd, flags));
 	if (!cap)
 		errno = EAGAIN;
 	return cap;

@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../coordinator/clock.h"
@@ -51,7 +50,6 @@ static uint64_t steal_warn_ns;
 static __thread int holding;	/* leader: the token */
 static __thread int got_input;	/* its request read some input */
 static __thread int wrote;	/* it wrote to a replicated connection since */
-static __thread uint32_t my_tid;
 static __thread int token_fd;	/* leader: the client whose request holds it */
 
 int request_order_on(void)
@@ -61,16 +59,19 @@ int request_order_on(void)
 
 static void token_release(void)
 {
-	uint32_t me = my_tid;
+	uint32_t me = thread_id();
 
-	__atomic_store_n(&holder_in_shim, 0, __ATOMIC_RELEASE);
 	holding = 0;
 	got_input = 0;
 	wrote = 0;
-	/* A CAS: the token may have been taken from us after a stall. */
+	/* The token may have been taken from us after a stall: then its
+	 * words are the new holder's. */
+	if (__atomic_load_n(&token, __ATOMIC_RELAXED) != me)
+		return;
+	__atomic_store_n(&holder_in_shim, 0, __ATOMIC_RELEASE);
 	if (__atomic_compare_exchange_n(&token, &me, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED) &&
 	    __atomic_load_n(&token_waiters, __ATOMIC_SEQ_CST))
-		syscall(SYS_futex, &token, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+		futex_wake_one(&token);
 }
 
 static void token_take(void)
@@ -78,12 +79,12 @@ static void token_take(void)
 	uint32_t seen = 0;	/* the holder we wait for, since SEEN_NS */
 	uint64_t seen_ns = 0;
 
-	if (!my_tid)
-		my_tid = (uint32_t)syscall(SYS_gettid);
+	uint32_t me = thread_id();
+
 	for (;;) {
 		uint32_t holder = 0;
 
-		if (__atomic_compare_exchange_n(&token, &holder, my_tid, 0, __ATOMIC_ACQUIRE,
+		if (__atomic_compare_exchange_n(&token, &holder, me, 0, __ATOMIC_ACQUIRE,
 						__ATOMIC_RELAXED))
 			break;
 		uint64_t now = now_ns();
@@ -95,7 +96,7 @@ static void token_take(void)
 			seen = holder;
 			seen_ns = now;
 		} else if (now - seen_ns >= ORDER_STALL_NS &&
-			   __atomic_compare_exchange_n(&token, &holder, my_tid, 0, __ATOMIC_ACQUIRE,
+			   __atomic_compare_exchange_n(&token, &holder, me, 0, __ATOMIC_ACQUIRE,
 						       __ATOMIC_RELAXED)) {
 			node_order_stalled(shim_node);
 			if (now - __atomic_load_n(&steal_warn_ns, __ATOMIC_RELAXED) > 10000000000ULL) {
@@ -107,20 +108,13 @@ static void token_take(void)
 			}
 			break;
 		}
-		struct timespec ts = { 0, WAIT_SLICE_US * 1000L };
 		__atomic_add_fetch(&token_waiters, 1, __ATOMIC_SEQ_CST);
-		syscall(SYS_futex, &token, FUTEX_WAIT_PRIVATE, holder, &ts, NULL, 0);
+		futex_wait(&token, holder, WAIT_SLICE_US);
 		__atomic_sub_fetch(&token_waiters, 1, __ATOMIC_SEQ_CST);
 	}
 	holding = 1;
 	got_input = 0;
 	wrote = 0;
-}
-
-/* Whether a read of FD would block (a blocking socket, no MSG_DONTWAIT). */
-static int blocking(int fd, int flags)
-{
-	return !(flags & MSG_DONTWAIT) && !(fcntl(fd, F_GETFL) & O_NONBLOCK);
 }
 
 void request_order_idle(void)
@@ -170,7 +164,7 @@ void request_order_before_read(int fd, struct fd_slot *s, int flags)
 		return;		/* its request still reads its input */
 	if (holding)
 		token_release();	/* replied, or on to another client: done */
-	if (blocking(fd, flags)) {
+	if (shim_read_blocks(fd, flags)) {
 		/* Idle until the client sends: without the token. */
 		struct pollfd p = { fd, POLLIN, 0 };
 		while (poll(&p, 1, -1) < 0 && errno == EINTR)

@@ -3,6 +3,9 @@
 #ifndef APUS_SHIM_H
 #define APUS_SHIM_H
 
+#include <fcntl.h>
+#include <sys/socket.h>
+
 #include "../coordinator/node.h"
 #include "fdtable.h"
 #include "real.h"
@@ -42,6 +45,13 @@ static inline struct fd_slot *shim_tracked(int fd)
 		return 0;
 	s = fd_lookup(fd);
 	return s && s->kind >= FD_CLIENT ? s : 0;
+}
+
+/* Whether a read of FD with FLAGS would block: a blocking socket and no
+ * MSG_DONTWAIT (one fcntl: callers ask only off the fast path). */
+static inline int shim_read_blocks(int fd, int flags)
+{
+	return !(flags & MSG_DONTWAIT) && !(fcntl(fd, F_GETFL) & O_NONBLOCK);
 }
 
 /* Read-ahead (readahead.c).  A fresh client slot starts with none. */

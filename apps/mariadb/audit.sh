@@ -69,16 +69,9 @@ if [ "$cmd" = write ]; then
 	exit 0
 fi
 
-confdir=$(cd "$(dirname "$config")" && pwd)
-mapfile -t nodes < <(awk '
-	/^[[:space:]]*\[node[[:space:]]+[0-9]+[[:space:]]*\]/ { s = $0; gsub(/[^0-9]/, "", s); id = s; next }
-	/^[[:space:]]*\[/ { id = ""; next }
-	id != "" {
-		line = $0; sub(/#.*/, "", line)
-		if (match(line, /^[[:space:]]*data_dir[[:space:]]*=/)) {
-			v = substr(line, RLENGTH + 1); gsub(/^[[:space:]]+|[[:space:]]+$/, "", v); print id, v
-		}
-	}' "$config")
+# shellcheck source=apps/mariadb/nodes.sh
+. "$(dirname "$0")/nodes.sh"
+mapfile -t nodes < <(node_dirs "$config")
 acked=$(grep -c '^ok ' "$log" || true)
 tried=$(grep -cE '^(ok|fail) ' "$log" || true)
 answered=0 bad=0
@@ -86,7 +79,6 @@ tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 for nd in "${nodes[@]}"; do
 	read -r id d <<<"$nd"
-	case $d in /*) ;; *) d=$confdir/$d ;; esac
 	if ! timeout 30 mariadb --no-defaults -S "$d/mysqld.sock" -u root -N -B \
 		-e "SELECT id FROM sbtest.$table ORDER BY id" >"$tmp" 2>/dev/null; then
 		echo "node $id: no answer on $d/mysqld.sock"

@@ -120,15 +120,8 @@ hist_pct() { # FILE PCT
 rows=()
 declare -A tps_bare
 
-# CPU ticks (utime + stime, all threads) of processes PID...
-ticks_of() {
-	local p f sum=0
-	for p in "$@"; do
-		read -r -a f 2>/dev/null <"/proc/$p/stat" || continue
-		sum=$((sum + f[13] + f[14]))
-	done
-	echo "$sum"
-}
+# shellcheck source=scripts/bench/cpu.sh
+. "$root/scripts/bench/cpu.sh"
 # "busy total" jiffies of the whole host (every core), from /proc/stat.
 host_ticks() {
 	local _c u n sy i w q sq st
@@ -145,7 +138,7 @@ run_sb() {
 	local out=$R/$1-t$3.txt label=$1 port=$2 t=$3 c0 c1 h0 h1 w0 w1
 	shift 3
 	tps=- p50=- p99=- errs=- secs=- cpu=- sbcpu=- busy=- other=-
-	c0=$(ticks_of "$@")
+	c0=$(cpu_ticks "$@")
 	h0=$(host_ticks)
 	w0=$(date +%s.%N)
 	# bash's time: sysbench's own CPU (user and system seconds).
@@ -157,7 +150,7 @@ run_sb() {
 	} 2>"$out.cpu" || echo "bench.sh: sysbench $label threads=$t failed (see $out)"
 	w1=$(date +%s.%N)
 	h1=$(host_ticks)
-	c1=$(ticks_of "$@")
+	c1=$(cpu_ticks "$@")
 	tps=$(sed -n 's/.*transactions:.*(\([0-9.]*\) per sec.*/\1/p' "$out")
 	errs=$(sed -n 's/.*ignored errors:[[:space:]]*\([0-9]*\).*/\1/p' "$out")
 	p99=$(sed -n 's/.*99th percentile:[[:space:]]*\([0-9.]*\).*/\1/p' "$out")
@@ -232,20 +225,13 @@ write_conf() {
 }
 
 status_json() { timeout 20 "$APUS" status --config "$1" --json 2>/dev/null | tr -d ' \t\r\n'; }
-# order_stalls of nodes 0 1 2 ("?" where a node does not say).
-stalls_of() { # JSON
-	local i v out=()
-	for i in 0 1 2; do
-		v=$(grep -o "{\"id\":$i,[^{}]*}" <<<"$1" | grep -o '"order_stalls":[0-9]*' | cut -d: -f2)
-		out+=("${v:-?}")
-	done
-	echo "${out[@]}"
-}
-# lag (entries not yet applied) of nodes 1 and 2.
-lag_of() { # JSON
-	local i v out=()
-	for i in 1 2; do
-		v=$(grep -o "{\"id\":$i,[^{}]*}" <<<"$1" | grep -o '"lag":[0-9]*' | cut -d: -f2)
+# FIELD of each node NODE... in apus status --json JSON ("?" where a node
+# does not say it).
+field_of() { # JSON FIELD NODE...
+	local json=$1 field=$2 i v out=()
+	shift 2
+	for i in "$@"; do
+		v=$(grep -o "{\"id\":$i,[^{}]*}" <<<"$json" | grep -o "\"$field\":[0-9]*" | cut -d: -f2)
 		out+=("${v:-?}")
 	done
 	echo "${out[@]}"
@@ -300,7 +286,7 @@ run_apus() { # NAME TRANSPORT ORDER K
 	echo "$name: prepared; replicas equal after $(catchup "$c" "$name-prepare") s"
 	for t in $THREADS; do
 		j=$(status_json "$c")
-		s0=$(stalls_of "$j")
+		s0=$(field_of "$j" order_stalls 0 1 2)
 		k0=$(skips_of "$name")
 		# The servers: what apus start wrote to each node's apus.pid.
 		# shellcheck disable=SC2046
@@ -309,7 +295,7 @@ run_apus() { # NAME TRANSPORT ORDER K
 		[ "$agree" = no ] && agree="no ($CATCHUP_S s)" || agree="yes (${agree} s)"
 		j=$(status_json "$c")
 		echo "$j" >"$R/$name-t$t-status.json"
-		s1=$(stalls_of "$j")
+		s1=$(field_of "$j" order_stalls 0 1 2)
 		read -r -a a <<<"$s0"
 		read -r -a b <<<"$s1"
 		d=""
@@ -317,7 +303,7 @@ run_apus() { # NAME TRANSPORT ORDER K
 			if [[ ${a[$i]} =~ ^[0-9]+$ && ${b[$i]} =~ ^[0-9]+$ ]]; then d+="${d:+ }$((b[i] - a[i]))"
 			else d+="${d:+ }?"; fi
 		done
-		lag=$(lag_of "$j")
+		lag=$(field_of "$j" lag 1 2)  # entries not yet applied
 		k1=$(skips_of "$name")
 		read -r -a a <<<"$k0"
 		read -r -a b <<<"$k1"

@@ -26,18 +26,11 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$config" ] && [ -f "$config" ] || { echo "checksum.sh: --config FILE is required" >&2; exit 2; }
 
-confdir=$(cd "$(dirname "$config")" && pwd)
 # "<id> <data_dir>" for every [node N] section.
-mapfile -t nodes < <(awk '
-	/^[[:space:]]*\[node[[:space:]]+[0-9]+[[:space:]]*\]/ { s = $0; gsub(/[^0-9]/, "", s); id = s; next }
-	/^[[:space:]]*\[/ { id = ""; next }
-	id != "" {
-		line = $0; sub(/#.*/, "", line)
-		if (match(line, /^[[:space:]]*data_dir[[:space:]]*=/)) {
-			v = substr(line, RLENGTH + 1); gsub(/^[[:space:]]+|[[:space:]]+$/, "", v); print id, v
-		}
-	}' "$config")
-sock_of() { case $1 in /*) echo "$1/mysqld.sock" ;; *) echo "$confdir/$1/mysqld.sock" ;; esac; }
+# shellcheck source=apps/mariadb/nodes.sh
+. "$(dirname "$0")/nodes.sh"
+mapfile -t nodes < <(node_dirs "$config")
+sock_of() { echo "$1/mysqld.sock"; }
 q() { timeout 60 mariadb --no-defaults -S "$1" -u root -N -B -e "$2" 2>/dev/null; }
 
 if [ -z "$tables" ]; then

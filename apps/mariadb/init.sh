@@ -34,19 +34,11 @@ done
 PATH=$PATH:/usr/sbin
 
 # The data_dir of every [node N] section, relative ones from the config's folder.
-confdir=$(cd "$(dirname "$config")" && pwd)
-mapfile -t dirs < <(awk '
-	/^[[:space:]]*\[node[[:space:]]+[0-9]+[[:space:]]*\]/ { innode = 1; next }
-	/^[[:space:]]*\[/ { innode = 0; next }
-	innode {
-		line = $0; sub(/#.*/, "", line)
-		if (match(line, /^[[:space:]]*data_dir[[:space:]]*=/)) {
-			v = substr(line, RLENGTH + 1); gsub(/^[[:space:]]+|[[:space:]]+$/, "", v); print v
-		}
-	}' "$config")
+# shellcheck source=apps/mariadb/nodes.sh
+. "$(dirname "$0")/nodes.sh"
+mapfile -t dirs < <(node_dirs "$config" | cut -d' ' -f2-)
 [ "${#dirs[@]}" -gt 0 ] || { echo "init.sh: no [node N] with a data_dir in $config" >&2; exit 1; }
 for i in "${!dirs[@]}"; do
-	case ${dirs[$i]} in /*) ;; *) dirs[$i]=$confdir/${dirs[$i]} ;; esac
 	if [ -e "${dirs[$i]}/db" ] && [ "$force" -eq 0 ]; then
 		echo "init.sh: ${dirs[$i]}/db exists (--force wipes every node's data_dir)" >&2
 		exit 1

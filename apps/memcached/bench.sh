@@ -73,14 +73,8 @@ pids_of() { # SYSTEM -> server pids
 	esac
 }
 
-cpu_ticks() { # PIDS... -> utime + stime of all of them
-	local p t=0 f
-	for p in "$@"; do
-		f=$(cut -d')' -f2- "/proc/$p/stat" 2>/dev/null) || continue
-		t=$((t + $(awk '{print $12 + $13}' <<<"$f")))
-	done
-	echo "$t"
-}
+# shellcheck source=scripts/bench/cpu.sh
+. scripts/bench/cpu.sh
 
 start_system() {
 	local s=$1 addr

@@ -133,6 +133,9 @@ function make_conf() {
 		# failover in the middle of a test about something else would fail it.
 		echo "suspect_ms   = ${APUS_TEST_SUSPECT_MS:-300}"
 		echo "commit_wait  = ${APUS_TEST_COMMIT_WAIT:-read}"
+		# APUS_TEST_THREAD_ORDER=requests: the suites under the request
+		# order (README, "Multi-threaded servers"); unset: the default.
+		[ -n "${APUS_TEST_THREAD_ORDER:-}" ] && echo "thread_order = $APUS_TEST_THREAD_ORDER"
 		# APUS_TEST_PATH=sockets: the leader waits per read() and backups
 		# replay through loopback sockets (the paths before read-ahead
 		# and in-place replay, which servers without epoll still take).

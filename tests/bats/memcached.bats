@@ -38,7 +38,7 @@ function mc_conf() {
 	local dir=$1 pb=$2 conf cmd
 	conf=$(APUS_TEST_SNAPSHOTS=off make_conf "$dir" "$pb") || return 1
 	cmd="memcached -p {port} -l {address}:{port},{address}:$(((pb + 30) / 10)){node} -U 0 -t $MC_THREADS -u root -m 64"
-	sed -i "s|^app_cmd .*|app_cmd      = $cmd\nthread_order = $MC_THREAD_ORDER|" "$conf"
+	sed -i -e "/^thread_order/d" -e "s|^app_cmd .*|app_cmd      = $cmd\nthread_order = $MC_THREAD_ORDER|" "$conf"
 	grep -q "^app_cmd      = memcached " "$conf" || return 1
 	echo "$conf"
 }
@@ -64,16 +64,21 @@ function mc_kill_leftovers() {
 	return 0
 }
 
+# mc_addr NODE|HOST:PORT - "HOST PORT": as given, or NODE's admin port.
+function mc_addr() {
+	if [[ "$1" == *:* ]]; then
+		echo "${1%:*} ${1##*:}"
+	else
+		echo "$(node_host "$1") $(mc_admin_port "$1")"
+	fi
+}
+
 # mc NODE|HOST:PORT CMD - send one text-protocol request (\r\n is added;
 # "\r\n" inside CMD is sent as CRLF) and print the first reply line.  A
 # node number means its admin port.
 function mc() {
-	local to=$1 host port
-	if [[ "$to" == *:* ]]; then
-		host=${to%:*} port=${to##*:}
-	else
-		host=$(node_host "$to") port=$(mc_admin_port "$to")
-	fi
+	local host port
+	read -r host port <<<"$(mc_addr "$1")"
 	timeout 30 python3 -c '
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -86,11 +91,7 @@ print(c.line())' "$MC" "$host" "$port" "$2"
 # mc_get NODE|HOST:PORT KEY - KEY's value on NODE (admin port), or "(none)".
 function mc_get() {
 	local host port
-	if [[ "$1" == *:* ]]; then
-		host=${1%:*} port=${1##*:}
-	else
-		host=$(node_host "$1") port=$(mc_admin_port "$1")
-	fi
+	read -r host port <<<"$(mc_addr "$1")"
 	timeout 30 python3 -c '
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -120,15 +121,15 @@ function mc_digests_equal() {
 	[ -n "$first" ]
 }
 
-# wait_mc_digests_equal "NODES" TIMEOUT [DIGEST ARGS...] - wait until every
-# node of NODES has the same digest; on timeout show each and the logs.
-function wait_mc_digests_equal() {
-	local nodes=$1 deadline=$((SECONDS + $2)) n
-	shift 2
-	while ! mc_digests_equal "$nodes" "$@"; do
+# mc_wait SECONDS CHECK SHOW ARGS... - run CHECK ARGS every 0.5 s until it
+# succeeds; after SECONDS, SHOW ARGS (what each node holds), apus status and
+# the logs, and fail.
+function mc_wait() {
+	local deadline=$((SECONDS + $1)) check=$2 show=$3
+	shift 3
+	until "$check" "$@"; do
 		if [ "$SECONDS" -ge "$deadline" ]; then
-			echo "replicas differ after the wait (node: sha256 keys):" >&2
-			for n in $nodes; do echo "  node $n: $(mc_digest "$n" "$@")" >&2; done
+			"$show" "$@" >&2
 			"$APUS" status --config "$CONF" >&2 3>&- || true
 			show_logs "$CONF" 10 >&2
 			return 1
@@ -137,23 +138,37 @@ function wait_mc_digests_equal() {
 	done
 }
 
+function mc_digests_show() {
+	local nodes=$1 n
+	shift
+	echo "replicas differ after the wait (node: sha256 keys):"
+	for n in $nodes; do echo "  node $n: $(mc_digest "$n" "$@")"; done
+}
+
+# wait_mc_digests_equal "NODES" TIMEOUT [DIGEST ARGS...] - wait until every
+# node of NODES has the same digest; on timeout show each and the logs.
+function wait_mc_digests_equal() {
+	local nodes=$1 timeout=$2
+	shift 2
+	mc_wait "$timeout" mc_digests_equal mc_digests_show "$nodes" "$@"
+}
+
+# mc_values_are "NODES" KEY WANT - KEY is WANT on each of NODES.
+function mc_values_are() {
+	local n
+	for n in $1; do
+		[ "$(mc_get "$n" "$2")" = "$3" ] || return 1
+	done
+}
+
+function mc_values_show() {
+	local n
+	for n in $1; do echo "  node $n: $2 = '$(mc_get "$n" "$2")', want '$3'"; done
+}
+
 # wait_mc_value "NODES" KEY WANT - wait (30 s) until KEY is WANT on each of NODES.
 function wait_mc_value() {
-	local nodes=$1 key=$2 want=$3 deadline=$((SECONDS + 30)) n ok
-	while :; do
-		ok=1
-		for n in $nodes; do
-			[ "$(mc_get "$n" "$key")" = "$want" ] || ok=0
-		done
-		[ "$ok" -eq 1 ] && return 0
-		if [ "$SECONDS" -ge "$deadline" ]; then
-			for n in $nodes; do echo "  node $n: $key = '$(mc_get "$n" "$key")', want '$want'" >&2; done
-			"$APUS" status --config "$CONF" >&2 3>&- || true
-			show_logs "$CONF" 10 >&2
-			return 1
-		fi
-		sleep 0.5
-	done
+	mc_wait 30 mc_values_are mc_values_show "$1" "$2" "$3"
 }
 
 # mc_wait_new_leader OLD - wait (15 s) until a node other than OLD leads

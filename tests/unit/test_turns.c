@@ -35,6 +35,7 @@
 static char dir[] = "/tmp/apus-turns-XXXXXX";
 /* Static: what replay keeps stays reachable (the leak check). */
 static struct node node;
+static struct region_ctl ctl;	/* the node's control page: replay records in it */
 static struct replay *r;
 static int lsock;
 static uint64_t next_idx = 1;
@@ -579,6 +580,7 @@ int main(void)
 	fclose(f);
 	CHECK(config_load(path, &node.cfg, err, sizeof(err)) == 0, "%s", err);
 	node.self = 0;
+	node.ctl = &ctl;
 	node.ops = &wake_only;
 	r = replay_new(&node);
 	CHECK(r, "replay_new");
