@@ -75,6 +75,25 @@ static void shim_reexec(struct node *n)
 	pr_perror("cannot re-execute the server; refusing clients");
 }
 
+/* The node's lock (apus.lock), held for the life of the process; -1 when
+ * this process is not a replica. */
+static int node_lock_fd = -1;
+
+/* flock() with a bound: a process that held the lock may be on its way out
+ * (a killed replica's server while the kernel tears it down). */
+static int lock_node_file(int fd, const char *path)
+{
+	for (int waited_ms = 0;; waited_ms += 50) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK || waited_ms >= 5000)
+			return -1;
+		if (waited_ms == 0)
+			pr_info("%s is locked; waiting up to 5 s for its holder to end", path);
+		usleep(50 * 1000);
+	}
+}
+
 /* One process per node: a second one (an exec'd child that inherited our
  * environment) must not act as the replica too. */
 static int claim_node(const char *config, int id)
@@ -100,11 +119,12 @@ static int claim_node(const char *config, int id)
 		pr_perror("cannot open %s", path);
 		goto out;
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+	if (lock_node_file(fd, path) < 0) {
 		pr_err("node %d already runs in another process (%s is locked)", id, path);
 		real.close(fd);
 		goto out;
 	}
+	node_lock_fd = fd;
 	ok = 0;	/* the lock is held for the life of the process */
 out:
 	free(cfg);
@@ -179,8 +199,15 @@ APUS_EXPORT pid_t fork(void)
 		node_snapshot_fork(shim_node);
 	pid = real.fork();
 	/* The child (Redis's BGSAVE, say) is not the replica: it has none of
-	 * our threads and must never propose. */
-	if (pid == 0)
+	 * our threads and must never propose.  Nor may it hold the node's
+	 * lock: a re-executed server (a deposed leader) or a restarted one
+	 * must get it while the child still writes its snapshot. */
+	if (pid == 0) {
 		__atomic_store_n(&shim_mode, MODE_PASSTHROUGH, __ATOMIC_RELAXED);
+		if (node_lock_fd >= 0) {
+			real.close(node_lock_fd);
+			node_lock_fd = -1;
+		}
+	}
 	return pid;
 }

@@ -109,6 +109,36 @@ function others() {
 	assert_eq "$(admin "$old" GET during-pause)" 1 "the new view's write on the old leader"
 }
 
+@test "a paused leader whose server has a fork child still running (a slow BGSAVE) re-executes and rejoins" {
+	local old child i
+	old=$(leader_id)
+	run timeout 5 redis-cli -h "$(node_host "$old")" -p "$(app_port "$old")" DEBUG POPULATE 200 forkkey
+	assert_eq "$output" OK "DEBUG POPULATE before the fork"
+	# Over the admin socket, so only this node's server forks: a child
+	# that lives at least 20 s (200 keys x 100 ms).
+	admin "$old" CONFIG SET rdb-key-save-delay 100000 >/dev/null
+	assert_eq "$(admin "$old" BGSAVE)" "Background saving started" "BGSAVE on node $old"
+	child=$(pgrep -P "$(redis_pid "$old")" | head -n 1)
+	[ -n "$child" ] || fail "no fork child of node $old's server"
+	"$FAULT" pause --config "$CONF" --node "$old"
+	PAUSED=$old
+	wait_new_leader "$old"
+	"$FAULT" resume --config "$CONF" --node "$old"
+	PAUSED=
+	run timeout 5 redis-cli -h "$(node_host "$NEW")" -p "$(app_port "$NEW")" SET after-resume 1
+	assert_eq "$output" OK "SET on the new leader"
+	# The re-executed server must not wait for the child to end.
+	for ((i = 0; i < 50; i++)); do
+		[ "$(status_node "$(status_json)" "$old" role)" = backup ] && break
+		sleep 0.2
+	done
+	kill -0 "$child" 2>/dev/null || fail "the fork child ended before the test could tell"
+	assert_eq "$(status_node "$(status_json)" "$old" role)" backup "role of the resumed node"
+	assert_eq "$(admin "$old" GET after-resume)" 1 "the new view's write on the old leader"
+	kill -KILL "$child" 2>/dev/null || true
+	wait_digests_equal "$CONF" 60
+}
+
 @test "ten leader kills in a row under load: each node leads at least once, the audit is clean each time" {
 	local log old round led=" "
 	for ((round = 1; round <= 10; round++)); do
