@@ -12,6 +12,7 @@
 
 #include "futex.h"
 #include "logger.h"
+#include "members.h"
 #include "node_internal.h"
 #include "replay.h"
 #include "spin.h"
@@ -430,6 +431,9 @@ static int time_to_stand(struct backup *b, uint64_t now)
 	/* Our server cannot reach the end of our log: as leader we would
 	 * serve a partial state.  We still vote for a node that can. */
 	if (!__atomic_load_n(&b->n->recoverable, __ATOMIC_ACQUIRE))
+		return 0;
+	/* A learner catches up; it never leads (members.h). */
+	if (!node_votes(b->n, b->n->self))
 		return 0;
 	return now >= b->stand_at_ns;
 }

@@ -14,6 +14,12 @@ static const char *const commit_wait_names[] = { "read", "reply" };
 static const char *const on_off_names[] = { "off", "on" };
 static const char *const divergence_names[] = { "report", "unhealthy" };
 static const char *const thread_order_names[] = { "reads", "requests" };
+static const char *const member_names[] = { "voter", "learner", "removed" };
+
+const char *member_role_name(int member)
+{
+	return member >= 0 && member <= MEMBER_REMOVED ? member_names[member] : "?";
+}
 
 const char *fsync_policy_name(int policy)
 {
@@ -260,6 +266,10 @@ static int set_node(struct parser *p, struct node_conf *n, const char *k, const 
 		return copy_str(p, k, v, n->secret_file, sizeof(n->secret_file));
 	if (!strcmp(k, "run_dir"))
 		return copy_str(p, k, v, n->run_dir, sizeof(n->run_dir));
+	if (!strcmp(k, "member"))
+		return parse_name(p, k, v, member_names, 3, &n->member);
+	if (!strcmp(k, "replaces"))
+		return parse_int(p, k, v, 0, APUS_MAX_NODES - 1, &n->replaces);
 	if (!strcmp(k, "netns")) {
 		for (const char *s = v; *s; s++)
 			if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_' && *s != '.')
@@ -312,31 +322,20 @@ static void set_defaults(struct apus_config *c)
 		c->nodes[i].id = -1;
 }
 
-int config_load(const char *path, struct apus_config *c, char *err, size_t errlen)
+/* Reads the lines of F into C: global keys (unless NODES_ONLY) and
+ * [node N] sections.  Returns 0 or -1 (P's error set). */
+static int parse_lines(struct parser *p, FILE *f, struct apus_config *c, int nodes_only,
+		       int *default_port, int *default_metrics)
 {
-	struct parser p = { .path = path, .line = 0, .err = err, .errlen = errlen };
 	struct node_conf *cur = NULL;
-	char line[8192], base[PATH_MAX];
-	int default_port = 0, default_metrics = 0, rc = -1;
-	FILE *f;
-
-	set_defaults(c);
-	if (!realpath(path, c->path))
-		return fail(&p, "cannot open: %s", strerror(errno));
-	f = fopen(c->path, "re");
-	if (!f)
-		return fail(&p, "cannot open: %s", strerror(errno));
-	snprintf(base, sizeof(base), "%s", c->path);
-	*strrchr(base, '/') = '\0';
+	char line[8192];
 
 	while (fgets(line, sizeof(line), f)) {
 		char *s, *eq, *k, *v;
 
-		p.line++;
-		if (!strchr(line, '\n') && !feof(f)) {
-			fail(&p, "line too long");
-			goto out;
-		}
+		p->line++;
+		if (!strchr(line, '\n') && !feof(f))
+			return fail(p, "line too long");
 		/* '#' starts a comment at the line start or after blank space. */
 		for (char *h = line; (h = strchr(h, '#')); h++) {
 			if (h == line || isspace((unsigned char)h[-1])) {
@@ -351,59 +350,150 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 			int id;
 			char extra;
 
-			if (sscanf(s, "[node %d]%c", &id, &extra) != 1) {
-				fail(&p, "bad section '%s' (expected [node N])", s);
-				goto out;
-			}
-			if (id < 0 || id >= APUS_MAX_NODES) {
-				fail(&p, "node id %d is out of range [0, %d]", id, APUS_MAX_NODES - 1);
-				goto out;
-			}
-			if (c->nodes[id].id >= 0) {
-				fail(&p, "duplicate node id %d (first at line %d)", id, c->nodes[id].line);
-				goto out;
-			}
+			if (sscanf(s, "[node %d]%c", &id, &extra) != 1)
+				return fail(p, "bad section '%s' (expected [node N])", s);
+			if (id < 0 || id >= APUS_MAX_NODES)
+				return fail(p, "node id %d is out of range [0, %d]", id, APUS_MAX_NODES - 1);
+			if (c->nodes[id].id >= 0)
+				return fail(p, "duplicate node id %d (first at line %d)", id,
+					    c->nodes[id].line);
 			cur = &c->nodes[id];
 			cur->id = id;
-			cur->line = p.line;
+			cur->replaces = -1;
+			cur->line = p->line;
 			strcpy(cur->address, "127.0.0.1");
 			continue;
 		}
 		eq = strchr(s, '=');
-		if (!eq) {
-			fail(&p, "expected 'key = value', got '%s'", s);
-			goto out;
-		}
+		if (!eq)
+			return fail(p, "expected 'key = value', got '%s'", s);
 		*eq = '\0';
 		k = trim(s);
 		v = trim(eq + 1);
-		if (!*k) {
-			fail(&p, "missing key before '='");
-			goto out;
-		}
-		if (!*v) {
-			fail(&p, "%s: missing value", k);
-			goto out;
-		}
-		if (cur ? set_node(&p, cur, k, v) : set_global(&p, c, k, v, &default_port, &default_metrics))
-			goto out;
+		if (!*k)
+			return fail(p, "missing key before '='");
+		if (!*v)
+			return fail(p, "%s: missing value", k);
+		if (!cur && nodes_only)
+			return fail(p, "'%s' outside a [node N] section", k);
+		if (cur ? set_node(p, cur, k, v) : set_global(p, c, k, v, default_port, default_metrics))
+			return -1;
 	}
+	return 0;
+}
 
-	p.line = 0;
+/* Counts the nodes (ids 0..N-1 without gaps) and checks each against the
+ * others; relative paths are taken from BASE.  Removed nodes keep their
+ * ids but share nothing with anyone. */
+static int check_nodes(struct parser *p, struct apus_config *c, const char *base,
+		       int default_port, int default_metrics)
+{
+	c->nnodes = 0;
+	p->line = 0;
 	for (int i = 0; i < APUS_MAX_NODES; i++) {
 		if (c->nodes[i].id < 0)
 			continue;
 		if (i != c->nnodes) {
-			p.line = c->nodes[i].line;
-			fail(&p, "node ids must be 0..N-1 without gaps: node %d is missing", c->nnodes);
-			goto out;
+			p->line = c->nodes[i].line;
+			return fail(p, "node ids must be 0..N-1 without gaps: node %d is missing",
+				    c->nnodes);
 		}
 		c->nnodes++;
 	}
-	if (c->nnodes == 0) {
-		fail(&p, "no [node N] section");
-		goto out;
+	if (c->nnodes == 0)
+		return fail(p, "no [node N] section");
+	if (!config_voters(c))
+		return fail(p, "no node is a voter (member = voter)");
+	for (int i = 0; i < c->nnodes; i++) {
+		struct node_conf *n = &c->nodes[i];
+
+		p->line = n->line;
+		if (!n->app_port)
+			n->app_port = default_port;
+		if (!n->app_port)
+			return fail(p, "[node %d] has no app_port (and no global app_port)", i);
+		if (!n->data_dir[0])
+			return fail(p, "[node %d] has no data_dir", i);
+		if (resolve_path(p, "data_dir", base, n->data_dir, sizeof(n->data_dir)))
+			return -1;
+		if (!n->run_dir[0] && c->run_dir[0] &&
+		    (size_t)snprintf(n->run_dir, sizeof(n->run_dir), "%s/%s-n%d", c->run_dir,
+				     c->cluster, i) >= sizeof(n->run_dir))
+			return fail(p, "run_dir: path too long");
+		if (!n->run_dir[0])
+			strcpy(n->run_dir, n->data_dir);
+		if (resolve_path(p, "run_dir", base, n->run_dir, sizeof(n->run_dir)))
+			return -1;
+		if (!n->secret_file[0])
+			strcpy(n->secret_file, c->secret_file);
+		if (resolve_path(p, "secret_file", base, n->secret_file, sizeof(n->secret_file)))
+			return -1;
+		if (strcmp(c->transport, "shm") && !n->peer_port)
+			return fail(p, "[node %d] has no peer_port (transport %s needs one)", i,
+				    c->transport);
+		if (strcmp(c->transport, "shm") && !numeric_address(n->address))
+			return fail(p, "[node %d] address '%s' is not a numeric IPv4/IPv6 address "
+				       "(transport %s admits peers by address)", i, n->address,
+				    c->transport);
+		if (n->guard_port && (n->guard_port == n->app_port || n->guard_port == n->peer_port))
+			return fail(p, "[node %d] guard_port %d is also its app_port or peer_port", i,
+				    n->guard_port);
+		if (!n->metrics_port)
+			n->metrics_port = default_metrics;
+		if (n->metrics_port && (n->metrics_port == n->app_port ||
+					n->metrics_port == n->peer_port ||
+					n->metrics_port == n->guard_port))
+			return fail(p, "[node %d] metrics_port %d is also its app_port, peer_port or "
+				       "guard_port", i, n->metrics_port);
+		if (n->replaces >= c->nnodes || n->replaces == i)
+			return fail(p, "[node %d] replaces = %d: no other node has that id", i,
+				    n->replaces);
+		if (n->member == MEMBER_REMOVED)
+			continue;
+		for (int j = 0; j < i; j++) {
+			const struct node_conf *o = &c->nodes[j];
+
+			if (o->member == MEMBER_REMOVED)
+				continue;
+			if (n->metrics_port && !strcmp(o->address, n->address) &&
+			    o->metrics_port == n->metrics_port)
+				return fail(p, "[node %d] has the same address and metrics_port as node %d",
+					    i, j);
+			if (!strcmp(o->data_dir, n->data_dir))
+				return fail(p, "[node %d] shares data_dir with node %d", i, j);
+			if (!strcmp(o->run_dir, n->run_dir))
+				return fail(p, "[node %d] shares run_dir with node %d", i, j);
+			if (!strcmp(o->address, n->address) && o->app_port == n->app_port)
+				return fail(p, "[node %d] has the same address and app_port as node %d",
+					    i, j);
+		}
 	}
+	return 0;
+}
+
+static void config_dir_of(const struct apus_config *c, char *base, size_t cap)
+{
+	snprintf(base, cap, "%s", c->path);
+	*strrchr(base, '/') = '\0';
+}
+
+int config_load(const char *path, struct apus_config *c, char *err, size_t errlen)
+{
+	struct parser p = { .path = path, .line = 0, .err = err, .errlen = errlen };
+	char base[PATH_MAX];
+	int default_port = 0, default_metrics = 0, rc = -1;
+	FILE *f;
+
+	set_defaults(c);
+	if (!realpath(path, c->path))
+		return fail(&p, "cannot open: %s", strerror(errno));
+	f = fopen(c->path, "re");
+	if (!f)
+		return fail(&p, "cannot open: %s", strerror(errno));
+	config_dir_of(c, base, sizeof(base));
+	if (parse_lines(&p, f, c, 0, &default_port, &default_metrics))
+		goto out;
+	p.line = 0;
 	if (!c->snapshot_cmd[0] != !c->snapshot_file[0]) {
 		fail(&p, "snapshot_cmd and snapshot_file go together (set both or neither)");
 		goto out;
@@ -427,7 +517,6 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 		     c->suspect_ms, 2 * c->heartbeat_ms);
 		goto out;
 	}
-	p.line = 0;
 	if (!c->secret_file[0])
 		strcpy(c->secret_file, "apus.key");
 	if (resolve_path(&p, "secret_file", base, c->secret_file, sizeof(c->secret_file)))
@@ -437,84 +526,75 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 	if (c->verify_cmd[0] && c->verify_cmd[0] != '{' &&
 	    resolve_path(&p, "verify_cmd", base, c->verify_cmd, sizeof(c->verify_cmd)))
 		goto out;
-	for (int i = 0; i < c->nnodes; i++) {
-		struct node_conf *n = &c->nodes[i];
-
-		p.line = n->line;
-		if (!n->app_port)
-			n->app_port = default_port;
-		if (!n->app_port) {
-			fail(&p, "[node %d] has no app_port (and no global app_port)", i);
-			goto out;
-		}
-		if (!n->data_dir[0]) {
-			fail(&p, "[node %d] has no data_dir", i);
-			goto out;
-		}
-		if (resolve_path(&p, "data_dir", base, n->data_dir, sizeof(n->data_dir)))
-			goto out;
-		if (!n->run_dir[0] && c->run_dir[0] &&
-		    (size_t)snprintf(n->run_dir, sizeof(n->run_dir), "%s/%s-n%d", c->run_dir,
-				     c->cluster, i) >= sizeof(n->run_dir)) {
-			fail(&p, "run_dir: path too long");
-			goto out;
-		}
-		if (!n->run_dir[0])
-			strcpy(n->run_dir, n->data_dir);
-		if (resolve_path(&p, "run_dir", base, n->run_dir, sizeof(n->run_dir)))
-			goto out;
-		if (!n->secret_file[0])
-			strcpy(n->secret_file, c->secret_file);
-		if (resolve_path(&p, "secret_file", base, n->secret_file, sizeof(n->secret_file)))
-			goto out;
-		if (strcmp(c->transport, "shm") && !n->peer_port) {
-			fail(&p, "[node %d] has no peer_port (transport %s needs one)", i, c->transport);
-			goto out;
-		}
-		if (strcmp(c->transport, "shm") && !numeric_address(n->address)) {
-			fail(&p, "[node %d] address '%s' is not a numeric IPv4/IPv6 address (transport %s "
-				 "admits peers by address)", i, n->address, c->transport);
-			goto out;
-		}
-		if (n->guard_port && (n->guard_port == n->app_port || n->guard_port == n->peer_port)) {
-			fail(&p, "[node %d] guard_port %d is also its app_port or peer_port", i,
-			     n->guard_port);
-			goto out;
-		}
-		if (!n->metrics_port)
-			n->metrics_port = default_metrics;
-		if (n->metrics_port && (n->metrics_port == n->app_port ||
-					n->metrics_port == n->peer_port ||
-					n->metrics_port == n->guard_port)) {
-			fail(&p, "[node %d] metrics_port %d is also its app_port, peer_port or "
-				 "guard_port", i, n->metrics_port);
-			goto out;
-		}
-		for (int j = 0; j < i; j++) {
-			if (n->metrics_port && !strcmp(c->nodes[j].address, n->address) &&
-			    c->nodes[j].metrics_port == n->metrics_port) {
-				fail(&p, "[node %d] has the same address and metrics_port as node %d", i,
-				     j);
-				goto out;
-			}
-			if (!strcmp(c->nodes[j].data_dir, n->data_dir)) {
-				fail(&p, "[node %d] shares data_dir with node %d", i, j);
-				goto out;
-			}
-			if (!strcmp(c->nodes[j].run_dir, n->run_dir)) {
-				fail(&p, "[node %d] shares run_dir with node %d", i, j);
-				goto out;
-			}
-			if (!strcmp(c->nodes[j].address, n->address) &&
-			    c->nodes[j].app_port == n->app_port) {
-				fail(&p, "[node %d] has the same address and app_port as node %d", i, j);
-				goto out;
-			}
-		}
-	}
-	rc = 0;
+	rc = check_nodes(&p, c, base, default_port, default_metrics);
 out:
 	fclose(f);
+	return rc;
+}
+
+int config_format_members(const struct apus_config *c, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	for (int i = 0; i < c->nnodes; i++) {
+		const struct node_conf *n = &c->nodes[i];
+		int k = snprintf(out + o, outlen - o,
+				 "[node %d]\nmember = %s\naddress = %s\napp_port = %d\ndata_dir = %s\n"
+				 "run_dir = %s\nsecret_file = %s\n",
+				 i, member_role_name(n->member), n->address, n->app_port, n->data_dir,
+				 n->run_dir, n->secret_file);
+		if (k < 0 || (size_t)k >= outlen - o)
+			return -1;
+		o += (size_t)k;
+#define OPTIONAL(fmt, cond, ...)                                                   \
+		if (cond) {                                                        \
+			k = snprintf(out + o, outlen - o, fmt, __VA_ARGS__);       \
+			if (k < 0 || (size_t)k >= outlen - o)                      \
+				return -1;                                         \
+			o += (size_t)k;                                            \
+		}
+		OPTIONAL("peer_port = %d\n", n->peer_port, n->peer_port)
+		OPTIONAL("guard_port = %d\n", n->guard_port, n->guard_port)
+		OPTIONAL("metrics_port = %d\n", n->metrics_port, n->metrics_port)
+		OPTIONAL("netns = %s\n", n->netns[0], n->netns)
+		OPTIONAL("replaces = %d\n", n->replaces >= 0, n->replaces)
+#undef OPTIONAL
+	}
+	return (int)o;
+}
+
+int config_parse_members(struct apus_config *cfg, const char *text, size_t len, char *err,
+			 size_t errlen)
+{
+	struct parser p = { .path = "membership", .line = 0, .err = err, .errlen = errlen };
+	struct apus_config *c = malloc(sizeof(*c));
+	char base[PATH_MAX];
+	int dp = 0, dm = 0, rc = -1;
+	FILE *f;
+
+	if (!c)
+		return fail(&p, "out of memory");
+	*c = *cfg;
+	for (int i = 0; i < APUS_MAX_NODES; i++) {
+		memset(&c->nodes[i], 0, sizeof(c->nodes[i]));
+		c->nodes[i].id = -1;
+	}
+	config_dir_of(c, base, sizeof(base));
+	f = fmemopen((void *)text, len, "r");
+	if (!f) {
+		fail(&p, "cannot read: %s", strerror(errno));
+		goto out;
+	}
+	rc = parse_lines(&p, f, c, 1, &dp, &dm);
+	fclose(f);
+	if (!rc)
+		rc = check_nodes(&p, c, base, 0, 0);
+	if (!rc) {
+		memcpy(cfg->nodes, c->nodes, sizeof(cfg->nodes));
+		cfg->nnodes = c->nnodes;
+	}
+out:
+	free(c);
 	return rc;
 }
 

@@ -29,6 +29,9 @@
  *             metrics_port = M (Prometheus metrics of the node; metrics.h)
  *             secret_file = F (this node's copy of the key, if elsewhere)
  *             run_dir = R (this node's pid files and lock, exactly there)
+ *             member = voter|learner|removed (written by apus add / remove /
+ *             replace: what the cluster agreed the node is; members.h)
+ *             replaces = N (apus replace: the node this one takes over from)
  *
  * Relative paths are taken from the config file's directory. */
 #ifndef APUS_CONFIG_H
@@ -57,8 +60,19 @@ enum commit_wait { COMMIT_WAIT_READ = 0, COMMIT_WAIT_REPLY };
 /* What a replica does when its output diverges from the leader's. */
 enum divergence_policy { DIVERGENCE_REPORT = 0, DIVERGENCE_UNHEALTHY };
 
+/* What a node is in the cluster's membership (coordinator/members.h).  A
+ * voter counts in majorities and may lead; a learner receives the log
+ * and executes it, never votes nor stands (a new replica catching up);
+ * a removed node is no replica any more: its section stays so that node
+ * ids are never given twice. */
+enum member_role { MEMBER_VOTER = 0, MEMBER_LEARNER, MEMBER_REMOVED };
+
 struct node_conf {
 	int id;
+	int member;		/* enum member_role */
+	/* A learner brought in by apus replace: once it votes, the leader
+	 * removes this node (-1: none).  Kept afterwards, as history. */
+	int replaces;
 	int line;		/* where its section starts, for error messages */
 	char address[64];
 	int app_port;
@@ -123,11 +137,45 @@ struct apus_config {
  * "PATH:LINE: problem" (or "PATH: problem") in ERR. */
 int config_load(const char *path, struct apus_config *cfg, char *err, size_t errlen);
 
-/* Majority of the configured nodes. */
+/* Whether node I votes; whether it is a replica at all (voter or learner). */
+static inline int config_is_voter(const struct apus_config *cfg, int i)
+{
+	return i >= 0 && i < cfg->nnodes && cfg->nodes[i].member == MEMBER_VOTER;
+}
+
+static inline int config_is_member(const struct apus_config *cfg, int i)
+{
+	return i >= 0 && i < cfg->nnodes && cfg->nodes[i].member != MEMBER_REMOVED;
+}
+
+/* How many nodes vote. */
+static inline int config_voters(const struct apus_config *cfg)
+{
+	int v = 0;
+
+	for (int i = 0; i < cfg->nnodes; i++)
+		v += cfg->nodes[i].member == MEMBER_VOTER;
+	return v;
+}
+
+/* Majority of the voting nodes. */
 static inline int config_quorum(const struct apus_config *cfg)
 {
-	return cfg->nnodes / 2 + 1;
+	return config_voters(cfg) / 2 + 1;
 }
+
+const char *member_role_name(int member);
+
+/* The membership (every [node N] section, each with its member line and
+ * absolute paths) as config text, into OUT.  Returns its length, or -1 if
+ * it does not fit. */
+int config_format_members(const struct apus_config *cfg, char *out, size_t outlen);
+
+/* Replaces CFG's nodes with those of TEXT (LEN bytes of [node N] sections,
+ * as config_format_members writes them), checked as config_load checks
+ * them.  CFG is left alone on error.  Returns 0, or -1 with ERR set. */
+int config_parse_members(struct apus_config *cfg, const char *text, size_t len, char *err,
+			 size_t errlen);
 
 /* Expands {port} {address} {data_dir} {node} in the app command for NODE.
  * Returns 0, or -1 if the result does not fit. */

@@ -23,6 +23,7 @@
 
 #include "futex.h"
 #include "logger.h"
+#include "members.h"
 #include "node_internal.h"
 
 static uint64_t max_u64(uint64_t a, uint64_t b)
@@ -141,6 +142,8 @@ int election_answer(struct node *n, int may_vote)
 {
 	int granted = 0;
 
+	if (!node_votes(n, n->self))
+		return 0;	/* a learner's vote counts for nobody (members.h) */
 	for (int k = 0; k < n->cfg.nnodes; k++) {
 		struct elect_req r;
 		uint64_t lv, li, end;
@@ -197,7 +200,7 @@ static int someone_leads(struct node *n, uint64_t v)
 static void ask_peers(struct node *n, const struct elect_req *req, uint32_t *sent)
 {
 	for (int k = 0; k < n->cfg.nnodes; k++) {
-		if (k == n->self || (*sent >> k & 1) || reach(n, k))
+		if (k == n->self || !node_votes(n, k) || (*sent >> k & 1) || reach(n, k))
 			continue;
 		n->ops->write(n->tp, k, offsetof(struct region_ctl, elect[n->self]), req,
 			      sizeof(*req));
@@ -227,7 +230,8 @@ static int canvass(struct node *n, struct elect_req req)
 		for (int k = 0; k < n->cfg.nnodes; k++) {
 			struct probe_answer *a = &n->ctl->probe[k];
 
-			if (k == n->self || (answered >> k & 1) || load64(&a->round) != req.probe)
+			if (k == n->self || !node_votes(n, k) || (answered >> k & 1) ||
+			    load64(&a->round) != req.probe)
 				continue;
 			uint64_t ok = load64(&a->ok), seen_k = load64(&a->seen);
 			if (load64(&a->round) != req.probe)
@@ -241,14 +245,14 @@ static int canvass(struct node *n, struct elect_req req)
 		}
 		if (yes >= n->quorum)
 			return 1;
-		if (n->cfg.nnodes - no < n->quorum)
+		if (node_voters(n) - no < n->quorum)
 			break;
 		if (election_answer(n, 1) || someone_leads(n, req.view))
 			return 0;
 		n->ops->wait(n->tp, seen, 1000);
 	}
 	pr_info("pre-vote for view %llu: %d of %d would vote for us; not standing",
-		(unsigned long long)req.view, yes, n->cfg.nnodes);
+		(unsigned long long)req.view, yes, node_voters(n));
 	return 0;
 }
 
@@ -283,7 +287,7 @@ int election_stand(struct node *n)
 			uint64_t seen_k = load64(&v->seen);
 
 			n->max_seen = max_u64(n->max_seen, seen_k);
-			if (k == n->self || (counted >> k & 1))
+			if (k == n->self || !node_votes(n, k) || (counted >> k & 1))
 				continue;
 			if (g == view) {
 				counted |= 1u << k;
@@ -299,11 +303,11 @@ int election_stand(struct node *n)
 			node_set_role(n, ROLE_LEADER, n->self, view);
 			status_add(&n->ctl->status.elections_won, 1);
 			pr_info("won view %llu with %d of %d votes", (unsigned long long)view, votes,
-				n->cfg.nnodes);
+				node_voters(n));
 			return 1;
 		}
 		/* Too many said no: no point waiting for the deadline. */
-		if (n->cfg.nnodes - __builtin_popcount(refused) < n->quorum)
+		if (node_voters(n) - __builtin_popcount(refused) < n->quorum)
 			break;
 		/* Another candidate with a better log, or a leader already. */
 		if (election_answer(n, 1) || someone_leads(n, view)) {

@@ -24,6 +24,7 @@ enum entry_type {
 	ENTRY_CLOSE = 4,	/* the connection ended */
 	ENTRY_WRAP = 5,		/* the rest of this lap is unused: continue at offset 0 */
 	ENTRY_HASH = 6,		/* output marks (hashes) of the leader's connections (checker/) */
+	ENTRY_MEMBERS = 7,	/* the cluster's new membership (members.h), as config text */
 };
 
 struct viewstamp {

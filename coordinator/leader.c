@@ -6,11 +6,13 @@
 #define LOG_PREFIX "leader: "
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "futex.h"
 #include "hook.h"
 #include "logger.h"
+#include "members.h"
 #include "metrics.h"
 #include "node_internal.h"
 #include "replay.h"
@@ -45,7 +47,7 @@ static uint64_t leader_reclaim_pos(struct node *n, uint64_t end)
 	if (snapshots)
 		covered = __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE);
 	for (int k = 0; k < n->cfg.nnodes; k++)
-		if (k != n->self) {
+		if (k != n->self && node_is_member(n, k)) {
 			uint64_t a = load64(&n->ctl->peer[k].applied_end);
 			if (peer_synced(n, k) && a < synced)
 				synced = a;
@@ -79,9 +81,10 @@ static void leader_ring(struct node *n, int all)
 		int fast = 0;
 
 		for (int k = 0; k < n->cfg.nnodes; k++)
-			if (k != n->self && peer_synced(n, k) && node_acks_fast(n, n->self, k))
+			if (k != n->self && peer_synced(n, k) && node_votes(n, k) &&
+			    node_acks_fast(n, n->self, k))
 				fast++;
-		all = fast < n->quorum - 1;
+		all = fast < __atomic_load_n(&n->quorum, __ATOMIC_RELAXED) - 1;
 	}
 	for (int k = 0; k < n->cfg.nnodes; k++)
 		if (k != n->self && peer_synced(n, k) && (all || node_acks_fast(n, n->self, k)))
@@ -115,18 +118,22 @@ static void leader_set_commit(struct node *n, uint64_t idx)
 		}
 }
 
-/* Commit from the synced backups' cumulative acks: the quorum-th largest
+/* Commit from the synced voters' cumulative acks: the quorum-th largest
  * acked index (this node counts with what it has persisted).  Entries of
  * earlier views commit only with the first entry of ours (Raft's rule):
- * until a majority holds it, another candidate could still win. */
+ * until a majority holds it, another candidate could still win.  Learners'
+ * acks count for nothing (members.h). */
 static void leader_commit_from_peers(struct node *n)
 {
 	uint64_t acked[APUS_MAX_NODES];
-	int cnt = 0;
+	int cnt = 0, quorum = __atomic_load_n(&n->quorum, __ATOMIC_ACQUIRE);
 
 	for (int k = 0; k < n->cfg.nnodes; k++)
-		acked[cnt++] = k == n->self ? __atomic_load_n(&n->self_acked, __ATOMIC_ACQUIRE)
-			       : peer_synced(n, k) ? load64(&n->ctl->peer[k].acked) : 0;
+		if (node_votes(n, k))
+			acked[cnt++] = k == n->self ? __atomic_load_n(&n->self_acked, __ATOMIC_ACQUIRE)
+				       : peer_synced(n, k) ? load64(&n->ctl->peer[k].acked) : 0;
+	if (cnt < quorum)
+		return;
 	/* Insertion sort, descending: at most 8 values. */
 	for (int i = 1; i < cnt; i++)
 		for (int j = i; j > 0 && acked[j] > acked[j - 1]; j--) {
@@ -134,8 +141,8 @@ static void leader_commit_from_peers(struct node *n)
 			acked[j] = acked[j - 1];
 			acked[j - 1] = t;
 		}
-	if (acked[n->quorum - 1] >= n->view_start)
-		leader_set_commit(n, acked[n->quorum - 1]);
+	if (acked[quorum - 1] >= n->view_start)
+		leader_set_commit(n, acked[quorum - 1]);
 }
 
 /* Commit and a heartbeat into PEER's lead slot for us: the heartbeat
@@ -209,7 +216,7 @@ static void leader_sync_peers(struct node *n)
 	for (int k = 0; k < n->cfg.nnodes; k++) {
 		struct peer_slot *ps = &n->ctl->peer[k];
 
-		if (k == n->self || load64(&ps->join_view) != n->view)
+		if (k == n->self || !node_is_member(n, k) || load64(&ps->join_view) != n->view)
 			continue;
 		uint64_t inc = __atomic_load_n(&ps->join_inc, __ATOMIC_RELAXED);
 		uint64_t seq = __atomic_load_n(&ps->join_seq, __ATOMIC_RELAXED);
@@ -412,17 +419,17 @@ struct entry_wait {
 static int entry_committed(struct node *n, uint64_t arg)
 {
 	const struct entry_wait *w = (const void *)(uintptr_t)arg;
-	int votes = 1;
+	int votes = node_votes(n, n->self);
 
 	if (__atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) >= w->idx)
 		return 1;
 	/* Backup k writes our index into reply[k] once it holds the entry;
 	 * a backup acks in log order, so it also holds every earlier one. */
 	for (int k = 0; k < n->cfg.nnodes; k++)
-		if (k != n->self && peer_synced(n, k) &&
+		if (k != n->self && peer_synced(n, k) && node_votes(n, k) &&
 		    __atomic_load_n(&w->e->reply[k], __ATOMIC_ACQUIRE) == w->idx)
 			votes++;
-	if (votes >= n->quorum && w->idx >= n->view_start) {
+	if (votes >= __atomic_load_n(&n->quorum, __ATOMIC_ACQUIRE) && w->idx >= n->view_start) {
 		leader_set_commit(n, w->idx);
 		return 1;
 	}
@@ -508,6 +515,20 @@ int node_propose_batch(struct node *n, const struct proposal *p, int count)
 	struct entry_wait w = { last_idx,
 				(const struct entry_hdr *)(n->log + last_pos % n->log_size) };
 	return commit_wait_timed(n, &w, t0);
+}
+
+int leader_propose_members(struct node *n, const char *text, size_t len, uint64_t *idx)
+{
+	struct iovec iov = { (void *)text, len };
+	uint64_t last_pos;
+
+	if (!node_serving(n))
+		return -EPERM;
+	if (!node_input_room(n, 0))
+		return -EAGAIN;
+	*idx = leader_submit(n, ENTRY_MEMBERS, (struct viewstamp){ 0, 0 }, &iov, 1, len, NULL,
+			     &last_pos, 1);
+	return 0;
 }
 
 int node_record(struct node *n, int type, const void *data, size_t len)
@@ -665,6 +686,12 @@ void leader_run(struct node *n, int takeover)
 
 	if (takeover)
 		leader_takeover(n);
+	/* A change this node proposed while it led before is in its log, or
+	 * not: it comes into force when executed, like anyone's. */
+	free(n->member_pending_text);
+	n->member_pending_text = NULL;
+	n->member_pending = 0;
+	store64(&n->ctl->member_pending, 0);
 	n->ctl->status.ready = 0;
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED) && !deposed(n)) {
 		/* Acks may arrive while no proposer waits (commit_wait = reply). */
@@ -677,8 +704,12 @@ void leader_run(struct node *n, int takeover)
 		leader_commit_from_peers(n);
 		hb++;
 		for (int k = 0; k < n->cfg.nnodes; k++)
-			if (k != n->self && (n->ops->connected(n->tp, k) || !n->ops->connect(n->tp, k)))
+			if (k != n->self && node_is_member(n, k) &&
+			    (n->ops->connected(n->tp, k) || !n->ops->connect(n->tp, k)))
 				leader_heartbeat(n, k, hb);
+		members_poll(n);
+		if (deposed(n))
+			break;	/* removed from the cluster */
 		int serving = __atomic_load_n(&n->serving, __ATOMIC_ACQUIRE);
 		if (!serving)
 			leader_catch_up(n);
@@ -693,8 +724,9 @@ void leader_run(struct node *n, int takeover)
 		/* Ready to serve once a majority (counting us) receives entries
 		 * and our server is up to date; later peers join when they can. */
 		n->ctl->status.ready =
-			serving && __builtin_popcount(__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE)) +
-						   1 >= n->quorum;
+			serving && __builtin_popcount(__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) &
+						      __atomic_load_n(&n->voters, __ATOMIC_ACQUIRE)) +
+						   1 >= __atomic_load_n(&n->quorum, __ATOMIC_ACQUIRE);
 		if (hook_due && n->ctl->status.ready) {
 			hook_due = 0;
 			hook_leader_change(n);

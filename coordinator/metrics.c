@@ -127,7 +127,7 @@ size_t metrics_render(const struct apus_config *cfg, int self, const struct regi
 	static const struct { int role; const char *name; } roles[] = {
 		{ ROLE_LEADER, "leader" }, { ROLE_BACKUP, "backup" },
 		{ ROLE_CANDIDATE, "candidate" }, { ROLE_DEPOSED, "deposed" },
-		{ ROLE_FAILED, "failed" },
+		{ ROLE_FAILED, "failed" }, { ROLE_REMOVED, "removed" },
 	};
 	const struct node_status *s = &ctl->status;
 	struct text t = { buf, cap, 0, 0, "" };

@@ -16,6 +16,7 @@
 
 #include "child_env.h"
 #include "logger.h"
+#include "members.h"
 #include "metrics.h"
 #include "replay.h"
 
@@ -298,6 +299,8 @@ int node_execute(struct node *n, uint64_t upto, uint64_t checked)
 		}
 		if (!replay_exec(n->replay, e))
 			break;
+		if (e->type == ENTRY_MEMBERS)
+			members_adopt(n, entry_data(e), e->data_sz, e->idx);
 		__atomic_store_n(&n->exec_pos, pos + entry_size(e->data_sz), __ATOMIC_RELAXED);
 		__atomic_store_n(&n->exec_view, e->view, __ATOMIC_RELAXED);
 		__atomic_store_n(&n->exec_idx, n->exec_idx + 1, __ATOMIC_RELAXED);
@@ -323,6 +326,13 @@ static void *role_main(void *arg)
 		case ROLE_LEADER:
 			leader_run(n, !__atomic_load_n(&n->serving, __ATOMIC_ACQUIRE));
 			break;
+		case ROLE_REMOVED: {
+			/* No replica any more: the operator stops the process. */
+			struct timespec t = { 0, 100 * 1000000L };
+			node_update_status(n);
+			nanosleep(&t, NULL);
+			break;
+		}
 		case ROLE_DEPOSED:
 			pr_warn("deposed in favour of view %llu: re-executing this node's server to replay the log",
 				(unsigned long long)n->view);
@@ -403,7 +413,6 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 		goto fail;
 	}
 	n->self = self;
-	n->quorum = config_quorum(&n->cfg);
 	n->log_size = n->cfg.log_size;
 	n->spin_ns = DEFAULT_SPIN_US * 1000ULL;
 	n->started_ns = now_ns();
@@ -433,8 +442,17 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 			 n->cfg.nodes[self].data_dir, strerror(-rc));
 		goto fail;
 	}
+	if (members_load(n, err, errlen))
+		goto fail;
 	node_snapshot_load(n);
 	node_pick_role(n, recovered);
+	if (!node_is_member(n, self)) {
+		pr_warn("node %d is no member of the cluster (%s): it replicates nothing and its "
+			"server refuses clients", self, member_role_name(n->cfg.nodes[self].member));
+		n->role = ROLE_REMOVED;
+		n->leader = -1;
+		n->serving = 0;
+	}
 	node_snapshot_check(n);
 	rc = n->ops->open(&n->cfg, self, n->region, n->region_size, &n->tp);
 	if (rc) {

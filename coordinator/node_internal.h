@@ -20,7 +20,14 @@
 struct node {
 	struct apus_config cfg;
 	int self;
-	int quorum;
+	int quorum;		/* atomic: majority of the voters in force (members.c) */
+	uint32_t voters;	/* atomic: bit per voting member */
+	uint32_t members;	/* atomic: bit per member (voters and learners): who gets the log */
+	/* Leader: its membership change proposed and not yet in force
+	 * (entry index, 0: none), and the membership's text (members.c). */
+	uint64_t member_pending;
+	char *member_pending_text;
+	size_t member_pending_len;
 	int role;		/* atomic: enum node_role */
 	int leader;		/* atomic: leader of `view`, -1 while unknown */
 	uint64_t view;		/* atomic */
@@ -157,6 +164,11 @@ enum snap_state {
 	SNAP_FAILED,	/* backup: could not hold (a checkpoint, or the server is slow) */
 };
 
+/* leader.c: proposes membership TEXT (members.c checked it) as one
+ * entry, without waiting for room or commit.  0 with *IDX, or -EAGAIN
+ * (the log is full) / -EPERM (not serving).  Role thread. */
+int leader_propose_members(struct node *n, const char *text, size_t len, uint64_t *idx);
+
 /* election.c.  Answers the vote requests in our region; MAY_VOTE says
  * whether we are without a live leader.  Returns 1 if it granted one. */
 int election_answer(struct node *n, int may_vote);
@@ -185,7 +197,8 @@ static inline int node_role(struct node *n)
  * not two: on a 2-core machine the second would starve the servers. */
 static inline int node_acks_fast(const struct node *n, int leader, int peer)
 {
-	return (peer - leader - 1 + n->cfg.nnodes) % n->cfg.nnodes < n->quorum - 1;
+	return (peer - leader - 1 + n->cfg.nnodes) % n->cfg.nnodes <
+	       __atomic_load_n(&n->quorum, __ATOMIC_RELAXED) - 1;
 }
 
 #endif

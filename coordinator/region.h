@@ -17,7 +17,7 @@
 #include "config.h"
 
 #define REGION_MAGIC 0x314e475253555041ULL	/* "APUSRGN1" */
-#define REGION_VERSION 5	/* bumped at every change of the control page's layout */
+#define REGION_VERSION 6	/* bumped at every change of the control page's layout */
 #define REGION_CTL_SIZE 4096
 #define REGION_FILE "apus.region"
 #define WAL_FILE "apus.wal"
@@ -33,6 +33,7 @@ enum node_role {
 	ROLE_FAILED = 3,
 	ROLE_CANDIDATE = 4,	/* standing for election */
 	ROLE_DEPOSED = 5,	/* a leader that learned of a newer view: re-executing */
+	ROLE_REMOVED = 6,	/* no member of the cluster any more (members.h) */
 };
 
 /* What a backup reports about itself into the leader's region. */
@@ -262,6 +263,19 @@ struct verify_words {
 	struct check_result answer;	/* node */
 };
 
+/* A membership change asked of the leader (coordinator/members.h): the
+ * CLI writes the membership it wants into <data_dir>/apus.members.want,
+ * then want_seq (the question's number); the leader answers with
+ * `answered` = want_seq last: the entry it proposed (idx) or why not
+ * (err, a negative errno, and why). */
+struct member_words {
+	uint64_t want_seq;	/* CLI */
+	uint64_t idx;		/* node */
+	int64_t err;		/* node */
+	uint64_t answered;	/* node */
+	char why[96];		/* node */
+};
+
 struct region_ctl {
 	uint64_t magic;
 	uint32_t version;
@@ -302,6 +316,13 @@ struct region_ctl {
 	struct ckpt_words ckpt;
 
 	struct verify_words verify;
+
+	struct member_words member;
+	/* The entry whose membership is in force here (0: the config
+	 * file's), and the leader's change proposed but not yet in force
+	 * (0: none).  Written by the node. */
+	uint64_t members_idx;
+	uint64_t member_pending;
 
 	/* The data directory whose apus.region link names this file (empty
 	 * when too long): a file in region_dir that no link names any more
@@ -390,6 +411,7 @@ static inline const char *role_label(int role)
 	case ROLE_BACKUP: return "backup";
 	case ROLE_CANDIDATE: return "candidate";
 	case ROLE_DEPOSED: return "deposed";
+	case ROLE_REMOVED: return "removed";
 	default: return "down";
 	}
 }

@@ -33,6 +33,7 @@
 
 #include "child_env.h"
 #include "logger.h"
+#include "members.h"
 #include "node_internal.h"
 #include "recovery.h"
 #include "replay.h"
@@ -178,20 +179,25 @@ void node_snapshot_fork(struct node *n)
 uint64_t node_snapshot_floor(struct node *n)
 {
 	uint64_t pos[APUS_MAX_NODES];
+	int cnt = 0, quorum = __atomic_load_n(&n->quorum, __ATOMIC_ACQUIRE);
 
 	if (!n->cfg.snapshot_cmd[0])
 		return UINT64_MAX;
+	/* The voters': a majority of them is what can come back. */
 	for (int k = 0; k < n->cfg.nnodes; k++)
-		pos[k] = k == n->self ? __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE)
-				      : load64(&n->ctl->peer[k].snap_pos);
+		if (node_votes(n, k))
+			pos[cnt++] = k == n->self ? __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE)
+						  : load64(&n->ctl->peer[k].snap_pos);
+	if (cnt < quorum)
+		return 0;
 	/* Insertion sort, descending: at most 8 values. */
-	for (int i = 1; i < n->cfg.nnodes; i++)
+	for (int i = 1; i < cnt; i++)
 		for (int j = i; j > 0 && pos[j] > pos[j - 1]; j--) {
 			uint64_t t = pos[j];
 			pos[j] = pos[j - 1];
 			pos[j - 1] = t;
 		}
-	return pos[n->quorum - 1];
+	return pos[quorum - 1];
 }
 
 static int stopping(struct node *n)

@@ -22,6 +22,9 @@ static const struct command {
 	{ "restore", cmd_restore, "bring a stopped node back from a checkpoint" },
 	{ "rebuild", cmd_rebuild,
 	  "rebuild a node from a live peer's snapshot (disk lost, or too far behind)" },
+	{ "replace", cmd_replace, "replace a node (dead, or to retire) by a new one, while serving" },
+	{ "add", cmd_add, "add a node to the cluster, while serving" },
+	{ "remove", cmd_remove, "remove a node from the cluster, while serving" },
 	{ "guard", cmd_guard, "supervise a node: checkpoints, restore on a crash (apus start runs it)" },
 };
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../coordinator/clock.h"
+#include "../coordinator/members.h"
 #include "cli.h"
 #include "owner.h"
 
@@ -96,6 +97,8 @@ int cli_parse(struct cli *c, const char *cmd, const char *usage, int argc, char 
 		cli_error("%s", err);
 		return -1;
 	}
+	/* A membership agreed since the file was written wins (members.h). */
+	members_follow(&c->cfg, NULL, 0);
 	if (c->node >= c->cfg.nnodes) {
 		cli_error("%s: node %d is not in %s (it has nodes 0..%d)", cmd, c->node,
 			  c->cfg.path, c->cfg.nnodes - 1);

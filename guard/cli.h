@@ -96,5 +96,8 @@ int cmd_checkpoints(int argc, char **argv);
 int cmd_restore(int argc, char **argv);
 int cmd_rebuild(int argc, char **argv);
 int cmd_guard(int argc, char **argv);
+int cmd_replace(int argc, char **argv);
+int cmd_add(int argc, char **argv);
+int cmd_remove(int argc, char **argv);
 
 #endif

@@ -292,7 +292,7 @@ static int local_node(const struct apus_config *cfg)
 	int found = -1;
 
 	for (int i = 0; i < cfg->nnodes; i++) {
-		if (!cli_node_is_local(cfg, i))
+		if (!cli_node_is_local(cfg, i) || !config_is_member(cfg, i))
 			continue;
 		if (found >= 0) {
 			cli_error("guard: nodes %d and %d of %s both live on this host: say which with "

@@ -130,6 +130,13 @@ int cmd_start(int argc, char **argv)
 
 		if (c.node >= 0 ? i != c.node : !cli_node_is_local(&c.cfg, i))
 			continue;
+		if (!config_is_member(&c.cfg, i)) {
+			if (c.node < 0)
+				continue;
+			cli_error("node %d was removed from the cluster (its config section says "
+				  "member = removed): not started", i);
+			return 2;
+		}
 		locks[i] = owner_lock(&c.cfg, i, OWNER_LOCK_FILE, "apus start", c.timeout_ms, NULL,
 				      holder, sizeof(holder));
 		if (locks[i] == -1) {

@@ -2,6 +2,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../coordinator/members.h"
 #include "../coordinator/recovery.h"
 #include "cli.h"
 #include "owner.h"
@@ -9,9 +10,9 @@
 static const char usage[] =
 	"usage: apus status --config FILE [--node N] [--json]\n"
 	"\n"
-	"Shows the view, the leader, and for each node its role (leader, backup,\n"
-	"candidate, deposed or down), the view it is in, application address,\n"
-	"commit index, applied index and lag.\n"
+	"Shows the view, the leader, the membership (and a change in progress), and\n"
+	"for each node its role (leader, backup, candidate, deposed, removed or down),\n"
+	"the view it is in, application address, commit index, applied index and lag.\n"
 	"\n"
 	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"
 	"  -n, --node N        only this node\n"
@@ -25,8 +26,13 @@ static const char usage[] =
 	"                      recoverable (its snapshot and log rebuild its\n"
 	"                      state), snapshot_index (the entry its recovery\n"
 	"                      point holds: where it would restart from),\n"
-	"                      snapshots, snapshot_ms}],\n"
-	"                      no_leader_reason (when leader is null)}\n"
+	"                      snapshots, snapshot_ms, member (voter or learner)}],\n"
+	"                      no_leader_reason (when leader is null),\n"
+	"                      membership: [{id, address, app_port, role (voter or\n"
+	"                      learner)}], membership_entry (the entry that agreed it;\n"
+	"                      0: the config file's), change (null, or {entry (the\n"
+	"                      leader's proposal not yet in force; 0: none), what})}\n"
+	"                      A removed node is listed only while it still runs.\n"
 	"  -h, --help          this text\n";
 
 struct row {
@@ -130,6 +136,24 @@ int cmd_status(int argc, char **argv)
 	else
 		no_leader_reason(&c.cfg, rows, reason, sizeof(reason));
 
+	/* The membership in force, and a change under way: the leader's
+	 * proposal not yet in force, or steps the cluster still takes. */
+	char change[256] = "";
+	uint64_t pending = 0, members_entry = 0;
+	for (int i = 0; i < c.cfg.nnodes; i++) {
+		const struct region_ctl *ctl = rows[i].up ? region_map_ctl(&c.cfg, i) : NULL;
+		if (!ctl)
+			continue;
+		if (load64(&ctl->members_idx) > members_entry)
+			members_entry = load64(&ctl->members_idx);
+		if (i == leader)
+			pending = load64(&ctl->member_pending);
+		region_unmap_ctl(ctl);
+	}
+	if (!members_steps_left(&c.cfg, change, sizeof(change)) && pending)
+		snprintf(change, sizeof(change), "entry %llu (a membership change) is not in force yet",
+			 (unsigned long long)pending);
+
 	if (c.json) {
 		printf("{\"view\":%llu,\"leader\":", (unsigned long long)view);
 		if (leader >= 0) {
@@ -143,6 +167,8 @@ int cmd_status(int argc, char **argv)
 			const struct row *r = &rows[i];
 
 			if (c.node >= 0 && i != c.node)
+				continue;
+			if (!config_is_member(&c.cfg, i) && !r->up)
 				continue;
 			printf("%s{\"id\":%d,\"role\":\"%s\",\"app_addr\":\"%s:%d\",\"commit\":%llu,"
 			       "\"applied\":%llu,\"pid\":%d,\"lag\":%llu",
@@ -173,6 +199,7 @@ int cmd_status(int argc, char **argv)
 				       r->s.recoverable ? "true" : "false",
 				       (unsigned long long)r->s.snap_count,
 				       (unsigned long long)r->s.snap_ms);
+			printf(",\"member\":\"%s\"", member_role_name(c.cfg.nodes[i].member));
 			if (r->pid && r->s.role == ROLE_FAILED) {
 				printf(",\"error\":");
 				json_string(r->s.error);
@@ -185,7 +212,27 @@ int cmd_status(int argc, char **argv)
 			printf("}");
 			first = 0;
 		}
-		printf("]}\n");
+		printf("]");
+		/* After the nodes: scripts that take the first object with an
+		 * id for a node's keep working. */
+		printf(",\"membership\":[");
+		for (int i = 0, first = 1; i < c.cfg.nnodes; i++) {
+			if (!config_is_member(&c.cfg, i))
+				continue;
+			printf("%s{\"id\":%d,\"address\":\"%s\",\"app_port\":%d,\"role\":\"%s\"}",
+			       first ? "" : ",", i, c.cfg.nodes[i].address, c.cfg.nodes[i].app_port,
+			       member_role_name(c.cfg.nodes[i].member));
+			first = 0;
+		}
+		printf("],\"membership_entry\":%llu,\"change\":", (unsigned long long)members_entry);
+		if (change[0]) {
+			printf("{\"entry\":%llu,\"what\":", (unsigned long long)pending);
+			json_string(change);
+			printf("}");
+		} else {
+			printf("null");
+		}
+		printf("}\n");
 		return 0;
 	}
 	printf("cluster %s: view %llu, leader ", c.cfg.cluster, (unsigned long long)view);
@@ -194,6 +241,15 @@ int cmd_status(int argc, char **argv)
 		       c.cfg.nodes[leader].app_port);
 	else
 		printf("none: %s\n", reason);
+	printf("membership:");
+	for (int i = 0; i < c.cfg.nnodes; i++)
+		if (config_is_member(&c.cfg, i))
+			printf(" node %d %s", i, member_role_name(c.cfg.nodes[i].member));
+	if (members_entry)
+		printf(" (agreed at entry %llu)", (unsigned long long)members_entry);
+	printf("\n");
+	if (change[0])
+		printf("change in progress: %s\n", change);
 	printf("%-4s %-7s %-22s %8s %12s %12s %8s\n", "node", "role", "app_addr", "pid", "commit",
 	       "applied", "lag");
 	for (int i = 0; i < c.cfg.nnodes; i++) {
@@ -201,6 +257,8 @@ int cmd_status(int argc, char **argv)
 		char addr[96];
 
 		if (c.node >= 0 && i != c.node)
+			continue;
+		if (!config_is_member(&c.cfg, i) && !r->up)
 			continue;
 		snprintf(addr, sizeof(addr), "%s:%d", c.cfg.nodes[i].address, c.cfg.nodes[i].app_port);
 		char acting[200];

@@ -151,7 +151,10 @@ int cmd_stop(int argc, char **argv)
 	if (rc)
 		return rc > 0 ? 0 : 2;
 	timeout = c.timeout_ms == c.cfg.start_timeout_ms ? 10000 : c.timeout_ms;
+	/* A removed node of this host is stopped too if it still runs. */
 	for (int i = 0; i < c.cfg.nnodes; i++)
-		which[i] = c.node >= 0 ? i == c.node : cli_node_is_local(&c.cfg, i);
+		which[i] = c.node >= 0 ? i == c.node
+				       : cli_node_is_local(&c.cfg, i) &&
+						 (config_is_member(&c.cfg, i) || cli_node_pid(&c.cfg, i));
 	return cli_stop_nodes(&c.cfg, which, timeout, 1);
 }

@@ -1,0 +1,656 @@
+/* apus replace, apus add, apus remove: membership changes while the
+ * cluster serves.  The leader agrees each step through the log
+ * (coordinator/members.h); this command asks for the first one, starts a
+ * new node on this host from a peer's snapshot, and watches the cluster
+ * take the rest by itself (the leader promotes a learner that caught up,
+ * then removes the node it replaces), so that a command that dies half
+ * way leaves a change that still completes. */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../coordinator/members.h"
+#include "../coordinator/region.h"
+#include "cli.h"
+#include "config_update.h"
+#include "owner.h"
+#include "rebuild.h"
+
+#define COMMON_OPTS                                                                          \
+	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"               \
+	"      --no-wait       return once the change is agreed (and the new node started);\n" \
+	"                      the cluster completes it by itself\n"                          \
+	"  -t, --timeout MS    how long to wait for the new member to catch up\n"              \
+	"                      (default 600000)\n"                                             \
+	"  -j, --json          one JSON object at the end\n"                                    \
+	"  -h, --help          this text\n"
+
+#define PLACE_OPTS                                                                           \
+	"  -a, --address A     its address (on this host: it is started here)\n"               \
+	"      --app-port P    its application port\n"                                          \
+	"      --peer-port P   its peer port (tcp, rdma)\n"                                     \
+	"      --guard-port P  its guard's port (snapshots for peers)\n"                        \
+	"      --metrics-port P  its metrics port\n"                                            \
+	"      --data-dir D    its data directory (default: beside node N's, named n<id>)\n"   \
+	"      --netns NS      run it in network namespace NS\n"
+
+static const char usage_replace[] =
+	"usage: apus replace --config C --node N --address A [--app-port P] [--peer-port P]\n"
+	"                    [--guard-port P] [--data-dir D] [--netns NS] [--no-wait]\n"
+	"\n"
+	"Replaces node N (dead, or alive and to be retired) by a new node at A, under\n"
+	"the next free node id, while clients keep being served: the new node joins as\n"
+	"a learner (it gets the log, counts in no majority), is started here from a\n"
+	"live peer's snapshot when A is on this host, votes once it caught up, and then\n"
+	"node N is removed (and stopped, when it runs here).  Ports and paths not given\n"
+	"are node N's.  Each step is an entry of the log, one node one step at a time\n"
+	"(README, \"Membership changes\").  The config file is updated to what was agreed.\n"
+	"Exit status: 0 done; 1 failed (said why); 2 bad input or another change in progress.\n"
+	"\n" PLACE_OPTS COMMON_OPTS;
+
+static const char usage_add[] =
+	"usage: apus add --config C --address A [--app-port P] [--peer-port P]\n"
+	"                [--guard-port P] [--data-dir D] [--netns NS] [--no-wait]\n"
+	"\n"
+	"Adds a node at A under the next free node id: it joins as a learner, is\n"
+	"started here from a live peer's snapshot when A is on this host, and votes\n"
+	"once it caught up.  Settings not given are the last member's, with ports one\n"
+	"past the highest in use when A is that member's address.\n"
+	"Exit status: 0 done; 1 failed; 2 bad input or another change in progress.\n"
+	"\n" PLACE_OPTS COMMON_OPTS;
+
+static const char usage_remove[] =
+	"usage: apus remove --config C --node N [--no-wait]\n"
+	"\n"
+	"Removes node N from the cluster (it is stopped when it runs on this host). A\n"
+	"cluster keeps at least 3 voters.\n"
+	"Exit status: 0 done; 1 failed; 2 bad input or another change in progress.\n"
+	"\n"
+	"  -n, --node N        the node to remove\n" COMMON_OPTS;
+
+#define MIN_VOTERS 3
+#define DEFAULT_WAIT_MS 600000
+#define ASK_TIMEOUT_MS 10000
+
+struct opts {
+	const char *address, *data_dir, *netns;
+	int app_port, peer_port, guard_port, metrics_port;
+	int no_wait;
+};
+
+struct change {
+	struct cli c;
+	struct opts o;
+	int leader;
+	uint64_t t0;
+};
+
+static int port_value(const char *cmd, const char *name, const char *v, int *out)
+{
+	char *end;
+	long p = strtol(v, &end, 10);
+
+	if (!*v || *end || p < 1 || p > 65535) {
+		cli_error("%s: --%s wants a port (1-65535), not '%s'", cmd, name, v);
+		return -1;
+	}
+	*out = (int)p;
+	return 0;
+}
+
+/* Takes this command's own options out of ARGV, then the common ones.
+ * Returns 0, 1 for --help (printed), or -1 (said why). */
+static int parse(struct change *ch, const char *cmd, const char *usage, int argc, char **argv,
+		 int place)
+{
+	static const char *const names[] = { "address", "app-port", "peer-port", "guard-port",
+					     "metrics-port", "data-dir", "netns" };
+	static const char shorts[] = { 'a', 0, 0, 0, 0, 0, 0 };
+	char *a[64], *b[64];
+	int n = 0, m = 0;
+
+	memset(&ch->o, 0, sizeof(ch->o));
+	for (int i = 0; i < argc && n < 63; i++) {
+		if (!strcmp(argv[i], "--no-wait"))
+			ch->o.no_wait = 1;
+		else
+			a[n++] = argv[i];
+	}
+	a[n] = NULL;
+	for (size_t k = 0; place && k < sizeof(names) / sizeof(names[0]); k++) {
+		const char *v = cli_take_option(n, a, names[k], shorts[k], b, &m);
+
+		memcpy(a, b, sizeof(b));
+		n = m;
+		if (!v)
+			continue;
+		if (k == 0)
+			ch->o.address = v;
+		else if (k == 5)
+			ch->o.data_dir = v;
+		else if (k == 6)
+			ch->o.netns = v;
+		else if (port_value(cmd, names[k], v,
+				    k == 1 ? &ch->o.app_port : k == 2 ? &ch->o.peer_port
+							: k == 3 ? &ch->o.guard_port : &ch->o.metrics_port))
+			return -1;
+	}
+	int rc = cli_parse(&ch->c, cmd, usage, n, a);
+	if (rc)
+		return rc;
+	if (ch->c.timeout_ms == ch->c.cfg.start_timeout_ms)
+		ch->c.timeout_ms = DEFAULT_WAIT_MS;
+	ch->t0 = cli_mono_ms();
+	return 0;
+}
+
+/* The membership in force on this host now (the newest a local node has). */
+static void current(const struct change *ch, struct apus_config *now)
+{
+	*now = ch->c.cfg;
+	members_follow(now, NULL, 0);
+}
+
+/* The leader, if it runs on this host and serves: its id, else -1. */
+static int local_leader(const struct apus_config *cfg)
+{
+	for (int i = 0; i < cfg->nnodes; i++) {
+		const struct region_ctl *ctl;
+		pid_t pid;
+		int ok;
+
+		if (!config_is_member(cfg, i) || !cli_node_is_local(cfg, i) ||
+		    !(pid = cli_node_pid(cfg, i)) || !(ctl = region_map_ctl(cfg, i)))
+			continue;
+		ok = ctl->status.pid == (uint64_t)pid && ctl->status.role == ROLE_LEADER &&
+		     ctl->status.ready;
+		region_unmap_ctl(ctl);
+		if (ok)
+			return i;
+	}
+	return -1;
+}
+
+/* Bad input or a change in progress: 2, said why.  0 if none. */
+static int busy(const struct change *ch, int leader)
+{
+	char why[256];
+	const struct region_ctl *ctl;
+	uint64_t pending = 0;
+
+	if (members_steps_left(&ch->c.cfg, why, sizeof(why))) {
+		cli_error("another change is in progress: %s", why);
+		return 2;
+	}
+	if (leader >= 0 && (ctl = region_map_ctl(&ch->c.cfg, leader))) {
+		pending = load64(&ctl->member_pending);
+		region_unmap_ctl(ctl);
+	}
+	if (pending) {
+		cli_error("another change is in progress: the leader's entry %llu is not in force yet",
+			  (unsigned long long)pending);
+		return 2;
+	}
+	return 0;
+}
+
+/* Asks LEADER to propose WANT.  0 with *IDX, or the leader's -errno
+ * (-ETIMEDOUT: no answer) with WHY set. */
+static int ask_leader(const struct apus_config *cfg, int leader, const struct apus_config *want,
+		      uint64_t *idx, char *why, size_t whylen)
+{
+	char *text = malloc(MEMBERS_TEXT_MAX), path[PATH_MAX], tmp[PATH_MAX + 8];
+	struct region_ctl *ctl;
+	int len, rc = -ETIMEDOUT;
+	FILE *f;
+
+	snprintf(why, whylen, "the leader (node %d) did not answer within %d ms", leader,
+		 ASK_TIMEOUT_MS);
+	if (!text || (len = config_format_members(want, text, MEMBERS_TEXT_MAX)) < 0 ||
+	    config_node_path(cfg, leader, MEMBERS_WANT_FILE, path, sizeof(path))) {
+		snprintf(why, whylen, "the membership is too big");
+		free(text);
+		return -E2BIG;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "we");
+	if (!f || fwrite(text, 1, (size_t)len, f) != (size_t)len || fclose(f) ||
+	    rename(tmp, path) < 0) {
+		snprintf(why, whylen, "cannot write %.150s: %s", path, strerror(errno));
+		free(text);
+		return -EIO;
+	}
+	free(text);
+	ctl = region_map_ctl_rw(cfg, leader);
+	if (!ctl) {
+		snprintf(why, whylen, "cannot open node %d's region: %s", leader, strerror(errno));
+		return -EIO;
+	}
+	uint64_t seq = load64(&ctl->member.want_seq), ans = load64(&ctl->member.answered);
+	seq = (seq > ans ? seq : ans) + 1;
+	store64(&ctl->member.want_seq, seq);
+	for (int waited = 0; waited < ASK_TIMEOUT_MS; waited += 10) {
+		if (load64(&ctl->member.answered) == seq) {
+			rc = (int)__atomic_load_n(&ctl->member.err, __ATOMIC_ACQUIRE);
+			*idx = load64(&ctl->member.idx);
+			snprintf(why, whylen, "%.*s", (int)sizeof(ctl->member.why), ctl->member.why);
+			break;
+		}
+		cli_sleep_ms(10);
+	}
+	region_unmap_ctl(ctl);
+	return rc;
+}
+
+/* Asks for WANT and waits until it is in force on this host; prints WHAT.
+ * Returns 0, 2 (refused: bad input or busy), or 1. */
+static int step(struct change *ch, const struct apus_config *want, int node, int member,
+		const char *what)
+{
+	char why[256];
+	uint64_t idx = 0;
+	int rc = ask_leader(&ch->c.cfg, ch->leader, want, &idx, why, sizeof(why));
+
+	if (rc == -EBUSY || rc == -EINVAL) {
+		cli_error("the leader refused: %s", why);
+		return 2;
+	}
+	if (rc) {
+		cli_error("the change was not proposed: %s", why);
+		return 1;
+	}
+	if (!ch->c.json)
+		printf("%s: entry %llu\n", what, (unsigned long long)idx);
+	/* In force on the leader (this host) once committed; a new leader
+	 * without the entry in its log means it was lost: nothing changed. */
+	for (int waited = 0;; waited += 20) {
+		struct apus_config *now = malloc(sizeof(*now));
+
+		if (!now)
+			return 1;
+		current(ch, now);
+		int done = node < now->nnodes && now->nodes[node].member == member;
+		free(now);
+		if (done)
+			return 0;
+		if (waited >= ASK_TIMEOUT_MS * 3) {
+			cli_error("entry %llu is not in force after %d ms: the leader may have died "
+				  "with it (see apus status; a lost change changed nothing, run the "
+				  "command again)", (unsigned long long)idx, waited);
+			return 1;
+		}
+		cli_sleep_ms(20);
+	}
+}
+
+/* Waits until node NODE is MEMBER in the membership in force here; 0, or
+ * 1 after the timeout (said why). */
+static int wait_member(struct change *ch, int node, int member, const char *what)
+{
+	for (uint64_t start = cli_mono_ms();; cli_sleep_ms(50)) {
+		struct apus_config *now = malloc(sizeof(*now));
+		int done;
+
+		if (!now)
+			return 1;
+		current(ch, now);
+		done = node < now->nnodes && now->nodes[node].member == member;
+		free(now);
+		if (done)
+			break;
+		if (cli_mono_ms() - start > (uint64_t)ch->c.timeout_ms) {
+			cli_error("%s did not happen within %d ms (see apus status; the cluster goes "
+				  "on with it by itself)", what, ch->c.timeout_ms);
+			return 1;
+		}
+	}
+	if (!ch->c.json)
+		printf("%s (%.1f s after the command began)\n", what,
+		       (cli_mono_ms() - ch->t0) / 1000.0);
+	return 0;
+}
+
+/* The config file gets the membership in force; says so. */
+static int update_file(struct change *ch)
+{
+	struct apus_config *now = malloc(sizeof(*now));
+	char err[600];
+	int rc = 1;
+
+	if (!now)
+		return 1;
+	current(ch, now);
+	if (config_update_members(now, ch->c.cfg.path, err, sizeof(err)))
+		cli_error("%s", err);
+	else
+		rc = 0;
+	free(now);
+	return rc;
+}
+
+/* Node ID of WANT (a learner the cluster agreed) started here from a live
+ * peer's snapshot, with its guard.  0 or 1. */
+static int start_new_node(struct change *ch, struct apus_config *want, int id)
+{
+	char lib[PATH_MAX], err[600], holder[300];
+	struct rebuild_info r;
+	int fd, rc;
+
+	if (!cli_node_is_local(want, id)) {
+		if (!ch->c.json)
+			printf("node %d is on another host: start it there with 'apus rebuild "
+			       "--config %s --node %d' (with this config file)\n", id, ch->c.cfg.path, id);
+		return 0;
+	}
+	if (cli_find_lib(lib, sizeof(lib)))
+		return 1;
+	if (strcmp(want->transport, "shm") && cli_ensure_key(want, id))
+		return 1;
+	fd = owner_lock(want, id, OWNER_LOCK_FILE, "apus replace", 10000, NULL, holder,
+			sizeof(holder));
+	if (fd < 0) {
+		cli_error("node %d: %s", id, holder);
+		return 1;
+	}
+	rc = node_rebuild(want, id, -1, lib, &r, NULL, err, sizeof(err));
+	owner_unlock(fd);
+	if (rc) {
+		cli_error("cannot start node %d: %s (it stays a learner; 'apus rebuild --config %s "
+			  "--node %d' starts it)", id, err, ch->c.cfg.path, id);
+		return 1;
+	}
+	if (want->guard)
+		cli_start_guard(want, id);
+	if (!ch->c.json)
+		printf("node %d started from node %d's snapshot at entry %llu (%.1f MB, %llu ms); "
+		       "pid %d\n", id, r.from, (unsigned long long)r.index, r.snapshot_bytes / 1e6,
+		       (unsigned long long)r.total_ms, (int)r.pid);
+	return 0;
+}
+
+/* Stops NODE if it runs on this host. */
+static void stop_if_here(struct change *ch, int node)
+{
+	int which[APUS_MAX_NODES] = { 0 };
+
+	if (!cli_node_is_local(&ch->c.cfg, node) || !cli_node_pid(&ch->c.cfg, node))
+		return;
+	which[node] = 1;
+	cli_stop_nodes(&ch->c.cfg, which, 10000, 1);
+}
+
+static int highest(const struct apus_config *c, size_t field)
+{
+	int best = 0;
+
+	for (int i = 0; i < c->nnodes; i++) {
+		int v = *(const int *)((const char *)&c->nodes[i] + field);
+		if (v > best)
+			best = v;
+	}
+	return best;
+}
+
+/* WANT := the current membership plus a learner at the place the options
+ * say, under the next free id (its other settings from node FROM).
+ * Returns the new id, or -1 with a message (bad input: exit 2). */
+static int new_learner(struct change *ch, struct apus_config *want, int from, int replaces)
+{
+	const struct apus_config *c = &ch->c.cfg;
+	int id = c->nnodes;
+	struct node_conf *n;
+	char dir[PATH_MAX], path[PATH_MAX], why[300];
+	char *text;
+	struct stat st;
+
+	if (!ch->o.address) {
+		cli_error("--address is required");
+		return -1;
+	}
+	if (id >= APUS_MAX_NODES) {
+		cli_error("no node id is left: a cluster has ids 0..%d over its life, and removed "
+			  "nodes keep theirs", APUS_MAX_NODES - 1);
+		return -1;
+	}
+	*want = *c;
+	n = &want->nodes[id];
+	*n = c->nodes[from];
+	n->id = id;
+	n->line = 0;
+	n->member = MEMBER_LEARNER;
+	n->replaces = replaces;
+	snprintf(n->address, sizeof(n->address), "%s", ch->o.address);
+	/* A second node of the same host needs ports of its own. */
+	int same_host = !strcmp(ch->o.address, c->nodes[from].address) && replaces < 0;
+	n->app_port = ch->o.app_port ? ch->o.app_port
+		      : same_host ? highest(c, offsetof(struct node_conf, app_port)) + 1 : n->app_port;
+	if (ch->o.peer_port || (same_host && n->peer_port))
+		n->peer_port = ch->o.peer_port ? ch->o.peer_port
+					       : highest(c, offsetof(struct node_conf, peer_port)) + 1;
+	if (ch->o.guard_port || (same_host && n->guard_port))
+		n->guard_port = ch->o.guard_port ? ch->o.guard_port
+						 : highest(c, offsetof(struct node_conf, guard_port)) + 1;
+	if (ch->o.metrics_port || (same_host && n->metrics_port))
+		n->metrics_port = ch->o.metrics_port
+					  ? ch->o.metrics_port
+					  : highest(c, offsetof(struct node_conf, metrics_port)) + 1;
+	if (ch->o.netns)
+		snprintf(n->netns, sizeof(n->netns), "%s", ch->o.netns);
+	if (ch->o.data_dir) {
+		if (ch->o.data_dir[0] == '/')
+			snprintf(n->data_dir, sizeof(n->data_dir), "%s", ch->o.data_dir);
+		else if (!getcwd(dir, sizeof(dir)) ||
+			 (size_t)snprintf(n->data_dir, sizeof(n->data_dir), "%s/%s", dir,
+					  ch->o.data_dir) >= sizeof(n->data_dir)) {
+			cli_error("--data-dir: path too long");
+			return -1;
+		}
+	} else {
+		snprintf(dir, sizeof(dir), "%s", c->nodes[from].data_dir);
+		snprintf(n->data_dir, sizeof(n->data_dir), "%s/n%d", dirname(dir), id);
+	}
+	if (c->run_dir[0]) {
+		char leaf[96];
+		snprintf(leaf, sizeof(leaf), "/%s-n%d", c->cluster, id);
+		if (strlen(c->run_dir) + strlen(leaf) >= sizeof(n->run_dir)) {
+			cli_error("run_dir: path too long");
+			return -1;
+		}
+		memcpy(n->run_dir, c->run_dir, strlen(c->run_dir));
+		strcpy(n->run_dir + strlen(c->run_dir), leaf);
+	} else {
+		memcpy(n->run_dir, n->data_dir, sizeof(n->run_dir));
+	}
+	for (int k = 0; k < c->nnodes; k++)
+		if (config_is_member(c, k) && !strcmp(c->nodes[k].address, n->address) &&
+		    c->nodes[k].app_port == n->app_port) {
+			cli_error("%s:%d is already node %d's address", n->address, n->app_port, k);
+			return -1;
+		}
+	snprintf(path, sizeof(path), "%s/%s", n->data_dir, REGION_FILE);
+	if (lstat(path, &st) == 0) {
+		cli_error("%s holds a node's data already (%s): give --data-dir a new directory",
+			  n->data_dir, REGION_FILE);
+		return -1;
+	}
+	/* The same checks as a config file's, on the result. */
+	text = malloc(MEMBERS_TEXT_MAX);
+	int len = text ? config_format_members(want, text, MEMBERS_TEXT_MAX) : -1;
+	int bad = len < 0 || config_parse_members(want, text, (size_t)len, why, sizeof(why));
+	free(text);
+	if (bad) {
+		cli_error("the new node does not fit the cluster: %s", len < 0 ? "too big" : why);
+		return -1;
+	}
+	return id;
+}
+
+static int begin(struct change *ch)
+{
+	ch->leader = local_leader(&ch->c.cfg);
+	if (ch->leader < 0) {
+		cli_error("no leader serves on this host: a membership change is asked of the "
+			  "leader (run the command on its host; see apus status)");
+		return 1;
+	}
+	return busy(ch, ch->leader);
+}
+
+static void print_json(struct change *ch, const char *cmd, int id, int gone)
+{
+	if (ch->c.json)
+		printf("{\"command\":\"%s\",\"node\":%d,\"removed\":%d,\"total_ms\":%llu}\n", cmd, id,
+		       gone, (unsigned long long)(cli_mono_ms() - ch->t0));
+}
+
+int cmd_replace(int argc, char **argv)
+{
+	struct change ch;
+	struct apus_config *want = malloc(sizeof(*want));
+	int rc, old, id;
+	char what[200];
+
+	if (!want)
+		return 1;
+	rc = parse(&ch, "replace", usage_replace, argc, argv, 1);
+	if (rc) {
+		free(want);
+		return rc > 0 ? 0 : 2;
+	}
+	old = ch.c.node;
+	rc = 2;
+	if (old < 0) {
+		cli_error("replace: --node N (the node to replace) is required");
+		goto out;
+	}
+	if (!config_is_member(&ch.c.cfg, old)) {
+		cli_error("node %d is not a member of the cluster (it was removed)", old);
+		goto out;
+	}
+	if ((id = new_learner(&ch, want, old, old)) < 0)
+		goto out;
+	if ((rc = begin(&ch)))
+		goto out;
+	snprintf(what, sizeof(what), "node %d (%s:%d) joins as a learner in node %d's place", id,
+		 want->nodes[id].address, want->nodes[id].app_port, old);
+	if ((rc = step(&ch, want, id, MEMBER_LEARNER, what)) || (rc = update_file(&ch)) ||
+	    (rc = start_new_node(&ch, want, id)))
+		goto out;
+	if (ch.o.no_wait) {
+		if (!ch.c.json)
+			printf("the leader makes node %d a voter once it caught up, then removes node "
+			       "%d (apus status shows the change in progress)\n", id, old);
+		print_json(&ch, "replace", id, -1);
+		rc = 0;
+		goto out;
+	}
+	snprintf(what, sizeof(what), "node %d caught up and votes", id);
+	if ((rc = wait_member(&ch, id, MEMBER_VOTER, what)))
+		goto out;
+	snprintf(what, sizeof(what), "node %d removed", old);
+	if ((rc = wait_member(&ch, old, MEMBER_REMOVED, what)))
+		goto out;
+	stop_if_here(&ch, old);
+	rc = update_file(&ch);
+	if (!rc && !ch.c.json)
+		printf("%s updated: node %d replaced by node %d\n", ch.c.cfg.path, old, id);
+	print_json(&ch, "replace", id, old);
+out:
+	free(want);
+	return rc;
+}
+
+int cmd_add(int argc, char **argv)
+{
+	struct change ch;
+	struct apus_config *want = malloc(sizeof(*want));
+	int rc, from = -1, id;
+	char what[200];
+
+	if (!want)
+		return 1;
+	rc = parse(&ch, "add", usage_add, argc, argv, 1);
+	if (rc) {
+		free(want);
+		return rc > 0 ? 0 : 2;
+	}
+	rc = 2;
+	if (ch.c.node >= 0) {
+		cli_error("add: the new node's id is the next free one; --node is not taken");
+		goto out;
+	}
+	for (int k = 0; k < ch.c.cfg.nnodes; k++)
+		if (config_is_member(&ch.c.cfg, k))
+			from = k;
+	if ((id = new_learner(&ch, want, from, -1)) < 0)
+		goto out;
+	if ((rc = begin(&ch)))
+		goto out;
+	snprintf(what, sizeof(what), "node %d (%s:%d) joins as a learner", id,
+		 want->nodes[id].address, want->nodes[id].app_port);
+	if ((rc = step(&ch, want, id, MEMBER_LEARNER, what)) || (rc = update_file(&ch)) ||
+	    (rc = start_new_node(&ch, want, id)))
+		goto out;
+	if (!ch.o.no_wait) {
+		snprintf(what, sizeof(what), "node %d caught up and votes", id);
+		if ((rc = wait_member(&ch, id, MEMBER_VOTER, what)) || (rc = update_file(&ch)))
+			goto out;
+	}
+	print_json(&ch, "add", id, -1);
+	rc = 0;
+out:
+	free(want);
+	return rc;
+}
+
+int cmd_remove(int argc, char **argv)
+{
+	struct change ch;
+	struct apus_config *want = malloc(sizeof(*want));
+	int rc, node;
+	char what[200];
+
+	if (!want)
+		return 1;
+	rc = parse(&ch, "remove", usage_remove, argc, argv, 0);
+	if (rc) {
+		free(want);
+		return rc > 0 ? 0 : 2;
+	}
+	node = ch.c.node;
+	rc = 2;
+	if (node < 0) {
+		cli_error("remove: --node N is required");
+		goto out;
+	}
+	if (!config_is_member(&ch.c.cfg, node)) {
+		cli_error("node %d is not a member of the cluster (it was removed)", node);
+		goto out;
+	}
+	if (config_is_voter(&ch.c.cfg, node) && config_voters(&ch.c.cfg) - 1 < MIN_VOTERS) {
+		cli_error("removing node %d would leave %d voters: a cluster keeps at least %d "
+			  "(replace it instead, or add one first)", node, config_voters(&ch.c.cfg) - 1,
+			  MIN_VOTERS);
+		goto out;
+	}
+	if ((rc = begin(&ch)))
+		goto out;
+	*want = ch.c.cfg;
+	want->nodes[node].member = MEMBER_REMOVED;
+	snprintf(what, sizeof(what), "node %d (%s:%d) is removed", node,
+		 want->nodes[node].address, want->nodes[node].app_port);
+	if ((rc = step(&ch, want, node, MEMBER_REMOVED, what)))
+		goto out;
+	stop_if_here(&ch, node);
+	rc = update_file(&ch);
+	if (!rc && !ch.c.json)
+		printf("%s updated: node %d removed\n", ch.c.cfg.path, node);
+	print_json(&ch, "remove", node, node);
+out:
+	free(want);
+	return rc;
+}
