@@ -68,7 +68,7 @@ int config_update_members(const struct apus_config *cfg, const char *path, char 
 
 		while (*s == ' ' || *s == '\t')
 			s++;
-		if (*s == '[' && sscanf(s, "[node %d]%c", &id, &extra) == 2 && extra == ']' &&
+		if (*s == '[' && sscanf(s, "[node %d%c", &id, &extra) == 2 && extra == ']' &&
 		    id >= 0 && id < APUS_MAX_NODES) {
 			cur = id;
 			fputs(line, out);

@@ -253,8 +253,15 @@ static int step(struct change *ch, const struct apus_config *want, int node, int
 {
 	char why[256];
 	uint64_t idx = 0;
-	int rc = ask_leader(&ch->c.cfg, ch->leader, want, &idx, why, sizeof(why));
+	int rc;
 
+	/* A full log (the backups' snapshots make room) or a leader still
+	 * catching up: ask again for a while. */
+	for (uint64_t t0 = cli_mono_ms();; cli_sleep_ms(100)) {
+		rc = ask_leader(&ch->c.cfg, ch->leader, want, &idx, why, sizeof(why));
+		if (rc != -EAGAIN || cli_mono_ms() - t0 > ASK_TIMEOUT_MS)
+			break;
+	}
 	if (rc == -EBUSY || rc == -EINVAL) {
 		cli_error("the leader refused: %s", why);
 		return 2;
@@ -417,6 +424,7 @@ static int new_learner(struct change *ch, struct apus_config *want, int from, in
 		return -1;
 	}
 	*want = *c;
+	want->nnodes = id + 1;
 	n = &want->nodes[id];
 	*n = c->nodes[from];
 	n->id = id;
@@ -491,7 +499,11 @@ static int new_learner(struct change *ch, struct apus_config *want, int from, in
 
 static int begin(struct change *ch)
 {
-	ch->leader = local_leader(&ch->c.cfg);
+	/* A leader just killed (the node to replace, say) is followed by a
+	 * new one within an election. */
+	for (uint64_t t0 = cli_mono_ms();
+	     (ch->leader = local_leader(&ch->c.cfg)) < 0 && cli_mono_ms() - t0 < ASK_TIMEOUT_MS;)
+		cli_sleep_ms(50);
 	if (ch->leader < 0) {
 		cli_error("no leader serves on this host: a membership change is asked of the "
 			  "leader (run the command on its host; see apus status)");
