@@ -77,6 +77,11 @@ int members_file_write(const struct apus_config *cfg, int node, const char *text
  * to promote, a replaced node to remove): a change in progress.  WHY
  * (if given) says which. */
 int members_steps_left(const struct apus_config *c, char *why, size_t whylen);
+/* A node's config: PATH, and when it does not name node SELF (written
+ * before SELF was added), the newest membership a node of this host
+ * keeps (NOTE then says whose).  0, or -1 with ERR set. */
+int members_config_load(const char *path, int self, struct apus_config *cfg, char *note,
+			size_t notelen, char *err, size_t errlen);
 /* The CLI: CFG's nodes become the newest membership a node of this host
  * has in force (its MEMBERS_FILE), which may be newer than the config
  * file.  Returns that entry's index (0: none; the file's stands), NOTE

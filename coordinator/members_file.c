@@ -143,6 +143,25 @@ int members_steps_left(const struct apus_config *c, char *why, size_t whylen)
 	return 0;
 }
 
+int members_config_load(const char *path, int self, struct apus_config *cfg, char *note,
+			size_t notelen, char *err, size_t errlen)
+{
+	note[0] = '\0';
+	if (config_load(path, cfg, err, errlen))
+		return -1;
+	if (self < cfg->nnodes)
+		return 0;
+	int idx = members_follow(cfg, note, notelen);
+	if (self >= cfg->nnodes) {
+		snprintf(err, errlen, "%s: node %d is not in the config (it has %d), nor in a "
+				      "membership agreed since that a node of this host keeps",
+			 cfg->path, self, cfg->nnodes);
+		return -1;
+	}
+	(void)idx;
+	return 0;
+}
+
 int members_follow(struct apus_config *cfg, char *note, size_t notelen)
 {
 	char *text = malloc(MEMBERS_TEXT_MAX), why[256];

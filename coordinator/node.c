@@ -399,13 +399,13 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	if (config_load(config_path, &n->cfg, err, errlen))
+	char whose[128];
+	if (self < 0 || members_config_load(config_path, self, &n->cfg, whose, sizeof(whose), err,
+					    errlen))
 		goto fail;
-	if (self < 0 || self >= n->cfg.nnodes) {
-		snprintf(err, errlen, "%s: node %d is not in the config (it has %d)",
-			 n->cfg.path, self, n->cfg.nnodes);
-		goto fail;
-	}
+	if (whose[0])
+		pr_warn("%s does not name node %d: following the membership agreed since, from %s",
+			n->cfg.path, self, whose);
 	n->ops = transport_find(n->cfg.transport);
 	if (!n->ops) {
 		snprintf(err, errlen, "%s: transport '%s' is not available in this build",

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../coordinator/logger.h"
+#include "../coordinator/members.h"
 
 int shim_mode = MODE_PASSTHROUGH;
 int shim_ready;
@@ -104,7 +105,7 @@ static int claim_node(const char *config, int id)
 
 	if (!cfg)
 		return -1;
-	if (config_load(config, cfg, err, sizeof(err))) {
+	if (id < 0 || members_config_load(config, id, cfg, path, sizeof(path), err, sizeof(err))) {
 		pr_err("%s", err);
 		goto out;
 	}
