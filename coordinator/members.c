@@ -250,10 +250,6 @@ static void handle_request(struct node *n, uint64_t seq)
 		answer(n, seq, 0, -EBUSY, why);
 		goto out;
 	}
-	if (members_steps_left(&n->cfg, why, sizeof(why))) {
-		answer(n, seq, 0, -EBUSY, why);
-		goto out;
-	}
 	if (!config_node_path(&n->cfg, n->self, MEMBERS_WANT_FILE, path, sizeof(path)))
 		f = fopen(path, "re");
 	if (f) {
@@ -268,6 +264,10 @@ static void handle_request(struct node *n, uint64_t seq)
 	if (config_parse_members(want, text, len, why, sizeof(why)) ||
 	    members_step_check(&n->cfg, want, why, sizeof(why))) {
 		answer(n, seq, 0, -EINVAL, why);
+		goto out;
+	}
+	if (members_steps_left(&n->cfg, why, sizeof(why)) && !members_aborts(&n->cfg, want)) {
+		answer(n, seq, 0, -EBUSY, why);
 		goto out;
 	}
 	rc = propose(n, want, &idx, why, sizeof(why));

@@ -82,6 +82,9 @@ int members_steps_left(const struct apus_config *c, char *why, size_t whylen);
  * keeps (NOTE then says whose).  0, or -1 with ERR set. */
 int members_config_load(const char *path, int self, struct apus_config *cfg, char *note,
 			size_t notelen, char *err, size_t errlen);
+/* Whether WANT removes a learner of NOW: the way out of a change in
+ * progress (a learner that cannot catch up), allowed while it lasts. */
+int members_aborts(const struct apus_config *now, const struct apus_config *want);
 /* The CLI: CFG's nodes become the newest membership a node of this host
  * has in force (its MEMBERS_FILE), which may be newer than the config
  * file.  Returns that entry's index (0: none; the file's stands), NOTE

@@ -143,6 +143,14 @@ int members_steps_left(const struct apus_config *c, char *why, size_t whylen)
 	return 0;
 }
 
+int members_aborts(const struct apus_config *now, const struct apus_config *want)
+{
+	for (int k = 0; k < now->nnodes && k < want->nnodes; k++)
+		if (now->nodes[k].member == MEMBER_LEARNER && want->nodes[k].member == MEMBER_REMOVED)
+			return 1;
+	return 0;
+}
+
 int members_config_load(const char *path, int self, struct apus_config *cfg, char *note,
 			size_t notelen, char *err, size_t errlen)
 {

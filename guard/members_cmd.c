@@ -175,14 +175,15 @@ static int local_leader(const struct apus_config *cfg)
 	return -1;
 }
 
-/* Bad input or a change in progress: 2, said why.  0 if none. */
-static int busy(const struct change *ch, int leader)
+/* Bad input or a change in progress: 2, said why.  0 if none.  WANT
+ * removing a learner is the way out of a change in progress. */
+static int busy(const struct change *ch, int leader, const struct apus_config *want)
 {
 	char why[256];
 	const struct region_ctl *ctl;
 	uint64_t pending = 0;
 
-	if (members_steps_left(&ch->c.cfg, why, sizeof(why))) {
+	if (members_steps_left(&ch->c.cfg, why, sizeof(why)) && !members_aborts(&ch->c.cfg, want)) {
 		cli_error("another change is in progress: %s", why);
 		return 2;
 	}
@@ -446,8 +447,11 @@ static int new_learner(struct change *ch, struct apus_config *want, int from, in
 		n->metrics_port = ch->o.metrics_port
 					  ? ch->o.metrics_port
 					  : highest(c, offsetof(struct node_conf, metrics_port)) + 1;
+	/* Another address is another place: its namespace is not node FROM's. */
 	if (ch->o.netns)
 		snprintf(n->netns, sizeof(n->netns), "%s", ch->o.netns);
+	else if (strcmp(ch->o.address, c->nodes[from].address))
+		n->netns[0] = '\0';
 	if (ch->o.data_dir) {
 		if (ch->o.data_dir[0] == '/')
 			snprintf(n->data_dir, sizeof(n->data_dir), "%s", ch->o.data_dir);
@@ -497,7 +501,7 @@ static int new_learner(struct change *ch, struct apus_config *want, int from, in
 	return id;
 }
 
-static int begin(struct change *ch)
+static int begin(struct change *ch, const struct apus_config *want)
 {
 	/* A leader just killed (the node to replace, say) is followed by a
 	 * new one within an election. */
@@ -509,7 +513,7 @@ static int begin(struct change *ch)
 			  "leader (run the command on its host; see apus status)");
 		return 1;
 	}
-	return busy(ch, ch->leader);
+	return busy(ch, ch->leader, want);
 }
 
 static void print_json(struct change *ch, const char *cmd, int id, int gone)
@@ -545,7 +549,7 @@ int cmd_replace(int argc, char **argv)
 	}
 	if ((id = new_learner(&ch, want, old, old)) < 0)
 		goto out;
-	if ((rc = begin(&ch)))
+	if ((rc = begin(&ch, want)))
 		goto out;
 	snprintf(what, sizeof(what), "node %d (%s:%d) joins as a learner in node %d's place", id,
 		 want->nodes[id].address, want->nodes[id].app_port, old);
@@ -600,7 +604,7 @@ int cmd_add(int argc, char **argv)
 			from = k;
 	if ((id = new_learner(&ch, want, from, -1)) < 0)
 		goto out;
-	if ((rc = begin(&ch)))
+	if ((rc = begin(&ch, want)))
 		goto out;
 	snprintf(what, sizeof(what), "node %d (%s:%d) joins as a learner", id,
 		 want->nodes[id].address, want->nodes[id].app_port);
@@ -649,10 +653,10 @@ int cmd_remove(int argc, char **argv)
 			  MIN_VOTERS);
 		goto out;
 	}
-	if ((rc = begin(&ch)))
-		goto out;
 	*want = ch.c.cfg;
 	want->nodes[node].member = MEMBER_REMOVED;
+	if ((rc = begin(&ch, want)))
+		goto out;
 	snprintf(what, sizeof(what), "node %d (%s:%d) is removed", node,
 		 want->nodes[node].address, want->nodes[node].app_port);
 	if ((rc = step(&ch, want, node, MEMBER_REMOVED, what)))

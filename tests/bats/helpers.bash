@@ -180,9 +180,20 @@ function make_conf() {
 	echo "$conf"
 }
 
-# conf_nodes CONF - the node ids of CONF, one per line.
+# conf_nodes CONF - the node ids of CONF, one per line: its members (a
+# section with member = removed names a node that no longer is one).
 function conf_nodes() {
-	sed -n 's/^[[:space:]]*\[node[[:space:]]\+\([0-9]\+\)[[:space:]]*\].*/\1/p' "$1"
+	awk '
+		function flush() { if (id != "" && !removed) print id }
+		/^[[:space:]]*\[/ {
+			flush(); id = ""; removed = 0
+			if (match($0, /^[[:space:]]*\[node[[:space:]]+[0-9]+[[:space:]]*\]/)) {
+				s = substr($0, RSTART, RLENGTH); gsub(/[^0-9]/, "", s); id = s
+			}
+			next
+		}
+		/^[[:space:]]*member[[:space:]]*=[[:space:]]*removed/ { removed = 1 }
+		END { flush() }' "$1"
 }
 
 # conf_node_get CONF NODE KEY - the value of KEY in section [node NODE].
