@@ -82,6 +82,16 @@ int members_steps_left(const struct apus_config *c, char *why, size_t whylen);
  * keeps (NOTE then says whose).  0, or -1 with ERR set. */
 int members_config_load(const char *path, int self, struct apus_config *cfg, char *note,
 			size_t notelen, char *err, size_t errlen);
+/* A node rebuilt from a peer's snapshot gets the peer's membership with
+ * it: the one in force where the peer is held (a snapshot carries its
+ * membership, as Raft's does), so that it never starts from an older one.
+ * members_seed makes TEXT (entry IDX; NULL: the config file's) node TO's;
+ * when it does not name TO (a new node, and the peer was held before it
+ * executed TO's entry), the newest membership of this host's nodes, which
+ * does.  members_copy does it with node FROM's file.  0 or -errno. */
+int members_seed(const struct apus_config *cfg, int to, const char *text, size_t len,
+		 uint64_t idx);
+int members_copy(const struct apus_config *cfg, int from, int to);
 /* Whether WANT removes a learner of NOW: the way out of a change in
  * progress (a learner that cannot catch up), allowed while it lasts. */
 int members_aborts(const struct apus_config *now, const struct apus_config *want);

@@ -143,6 +143,64 @@ int members_steps_left(const struct apus_config *c, char *why, size_t whylen)
 	return 0;
 }
 
+int members_seed(const struct apus_config *cfg, int to, const char *text, size_t len,
+		 uint64_t idx)
+{
+	struct apus_config *c = malloc(sizeof(*c));
+	char why[256], path[PATH_MAX], *mine = NULL;
+	int rc = -ENOMEM, n;
+
+	if (!c)
+		return rc;
+	*c = *cfg;
+	if (text && config_parse_members(c, text, len, why, sizeof(why)) == 0 &&
+	    config_is_member(c, to)) {
+		rc = members_file_write(cfg, to, text, len, idx);
+		goto out;
+	}
+	/* Older than TO: the peer was held before it executed TO's entry.
+	 * The newest membership of this host's nodes names it. */
+	*c = *cfg;
+	idx = (uint64_t)members_follow(c, NULL, 0);
+	mine = malloc(MEMBERS_TEXT_MAX);
+	if (!mine)
+		goto out;
+	if (idx && config_is_member(c, to) &&
+	    (n = config_format_members(c, mine, MEMBERS_TEXT_MAX)) >= 0) {
+		rc = members_file_write(cfg, to, mine, (size_t)n, idx);
+	} else if (config_is_member(cfg, to)) {
+		/* No change agreed yet, or none this host knows of: the config's. */
+		rc = config_node_path(cfg, to, MEMBERS_FILE, path, sizeof(path)) ? -ENAMETOOLONG
+		     : unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+	} else {
+		rc = -ENOENT;
+	}
+out:
+	free(mine);
+	free(c);
+	return rc;
+}
+
+int members_copy(const struct apus_config *cfg, int from, int to)
+{
+	char *text = malloc(MEMBERS_TEXT_MAX);
+	size_t len;
+	uint64_t idx;
+	int rc;
+
+	if (!text)
+		return -ENOMEM;
+	if (members_file_read(cfg, from, text, MEMBERS_TEXT_MAX, &len, &idx) == 0) {
+		const char *body = memchr(text, '\n', len);
+		body = body ? body + 1 : text + len;
+		rc = members_seed(cfg, to, body, len - (size_t)(body - text), idx);
+	} else {
+		rc = members_seed(cfg, to, NULL, 0, 0);
+	}
+	free(text);
+	return rc;
+}
+
 int members_aborts(const struct apus_config *now, const struct apus_config *want)
 {
 	for (int k = 0; k < now->nnodes && k < want->nnodes; k++)

@@ -114,6 +114,8 @@ static int parse(struct change *ch, const char *cmd, const char *usage, int argc
 	int n = 0, m = 0;
 
 	memset(&ch->o, 0, sizeof(ch->o));
+	/* Progress lines reach a log file as they happen. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 0; i < argc && n < 63; i++) {
 		if (!strcmp(argv[i], "--no-wait"))
 			ch->o.no_wait = 1;
@@ -247,6 +249,20 @@ static int ask_leader(const struct apus_config *cfg, int leader, const struct ap
 	return rc;
 }
 
+/* Whether node NODE is MEMBER in the membership in force here. */
+static int in_force(const struct change *ch, int node, int member)
+{
+	struct apus_config *now = malloc(sizeof(*now));
+	int yes;
+
+	if (!now)
+		return 0;
+	current(ch, now);
+	yes = node < now->nnodes && now->nodes[node].member == member;
+	free(now);
+	return yes;
+}
+
 /* Asks for WANT and waits until it is in force on this host; prints WHAT.
  * Returns 0, 2 (refused: bad input or busy), or 1. */
 static int step(struct change *ch, const struct apus_config *want, int node, int member,
@@ -257,9 +273,15 @@ static int step(struct change *ch, const struct apus_config *want, int node, int
 	int rc;
 
 	/* A full log (the backups' snapshots make room) or a leader still
-	 * catching up: ask again for a while. */
+	 * catching up: ask again for a while.  A leader that died before it
+	 * answered: ask its successor, unless the change got in already. */
 	for (uint64_t t0 = cli_mono_ms();; cli_sleep_ms(100)) {
 		rc = ask_leader(&ch->c.cfg, ch->leader, want, &idx, why, sizeof(why));
+		if (rc == -ETIMEDOUT && in_force(ch, node, member))
+			return 0;
+		if (rc == -ETIMEDOUT && (ch->leader = local_leader(&ch->c.cfg)) >= 0 &&
+		    cli_mono_ms() - t0 < 3 * ASK_TIMEOUT_MS)
+			continue;
 		if (rc != -EAGAIN || cli_mono_ms() - t0 > ASK_TIMEOUT_MS)
 			break;
 	}
@@ -276,14 +298,7 @@ static int step(struct change *ch, const struct apus_config *want, int node, int
 	/* In force on the leader (this host) once committed; a new leader
 	 * without the entry in its log means it was lost: nothing changed. */
 	for (int waited = 0;; waited += 20) {
-		struct apus_config *now = malloc(sizeof(*now));
-
-		if (!now)
-			return 1;
-		current(ch, now);
-		int done = node < now->nnodes && now->nodes[node].member == member;
-		free(now);
-		if (done)
+		if (in_force(ch, node, member))
 			return 0;
 		if (waited >= ASK_TIMEOUT_MS * 3) {
 			cli_error("entry %llu is not in force after %d ms: the leader may have died "
@@ -300,15 +315,7 @@ static int step(struct change *ch, const struct apus_config *want, int node, int
 static int wait_member(struct change *ch, int node, int member, const char *what)
 {
 	for (uint64_t start = cli_mono_ms();; cli_sleep_ms(50)) {
-		struct apus_config *now = malloc(sizeof(*now));
-		int done;
-
-		if (!now)
-			return 1;
-		current(ch, now);
-		done = node < now->nnodes && now->nodes[node].member == member;
-		free(now);
-		if (done)
+		if (in_force(ch, node, member))
 			break;
 		if (cli_mono_ms() - start > (uint64_t)ch->c.timeout_ms) {
 			cli_error("%s did not happen within %d ms (see apus status; the cluster goes "

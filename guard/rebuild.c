@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../coordinator/members.h"
 #include "../coordinator/recovery.h"
 #include "../coordinator/region.h"
 #include "checkpoint.h"
@@ -259,8 +260,9 @@ static int get_snapshot(const struct apus_config *cfg, int node, int from, const
 			return -1;
 		r->index = h->index, r->log_pos = h->log_pos, r->view = h->view;
 		r->snapshot_bytes = h->bytes;
-		if (copy_snapshot(cfg, from, cfg->snapshot_file, node)) {
-			snprintf(err, errlen, "cannot copy %s to %s", h->path,
+		if (copy_snapshot(cfg, from, cfg->snapshot_file, node) ||
+		    members_copy(cfg, from, node)) {
+			snprintf(err, errlen, "cannot copy %s (and its membership) to %s", h->path,
 				 cfg->nodes[node].data_dir);
 			return -1;
 		}
@@ -295,6 +297,8 @@ static int stored_snapshot(const struct apus_config *cfg, int node, struct rebui
 		region_unmap_ctl(ctl);
 		if (!leads || recovery_load(cfg, k, &rp) || copy_snapshot(cfg, k, SNAPSHOT_FILE, node) ||
 		    config_node_path(cfg, node, cfg->snapshot_file, dst, sizeof(dst)))
+			continue;
+		if (members_copy(cfg, k, node))
 			continue;
 		r->from = k;
 		r->index = rp.index, r->log_pos = rp.log_pos, r->view = rp.view;

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "../coordinator/admission.h"
+#include "../coordinator/members.h"
 #include "../coordinator/netaddr.h"
 #include "cli.h"
 #include "rebuild.h"
@@ -147,6 +149,46 @@ static int send_file(int fd, const char *path, uint64_t bytes)
 	return rc;
 }
 
+/* After the snapshot, the membership in force where the node is held
+ * (members.h): its index and length (0: the config file's), then the text. */
+static int send_members(const struct apus_config *cfg, int self, int fd)
+{
+	char *text = malloc(MEMBERS_TEXT_MAX);
+	uint64_t head[2] = { 0, 0 };
+	size_t len;
+	int rc;
+
+	if (!text)
+		return -1;
+	if (members_file_read(cfg, self, text, MEMBERS_TEXT_MAX, &len, &head[0]) == 0)
+		head[1] = len;
+	rc = send_all(fd, head, sizeof(head)) || send_all(fd, text, (size_t)head[1]) ? -1 : 0;
+	free(text);
+	return rc;
+}
+
+/* The membership that came with the snapshot, made NODE's. */
+static int recv_members(const struct apus_config *cfg, int node, int fd)
+{
+	uint64_t head[2];
+	char *text;
+	int rc = -1;
+
+	if (recv_all(fd, head, sizeof(head)) || head[1] >= MEMBERS_TEXT_MAX)
+		return -1;
+	if (!head[1])
+		return members_seed(cfg, node, NULL, 0, 0) ? -1 : 0;
+	text = malloc((size_t)head[1] + 1);
+	if (text && !recv_all(fd, text, (size_t)head[1])) {
+		const char *body = memchr(text, '\n', (size_t)head[1]);
+		body = body ? body + 1 : text + head[1];
+		rc = members_seed(cfg, node, body, (size_t)head[1] - (size_t)(body - text), head[0])
+			     ? -1 : 0;
+	}
+	free(text);
+	return rc;
+}
+
 /* One request, on the accepted connection FD. */
 static void serve_one(const struct apus_config *cfg, int self, int fd,
 		      void (*log)(const char *))
@@ -193,7 +235,8 @@ static void serve_one(const struct apus_config *cfg, int self, int fd,
 		return;
 	}
 	struct reply r = { .status = 0, .m = { held.index, held.log_pos, held.view, held.bytes } };
-	int sent = !send_all(fd, &r, sizeof(r)) && !send_file(fd, held.path, held.bytes);
+	int sent = !send_all(fd, &r, sizeof(r)) && !send_file(fd, held.path, held.bytes) &&
+		   !send_members(cfg, self, fd);
 	if (sent) {
 		/* Held until node h.node joined (a byte), hung up, or the time is up. */
 		struct pollfd p = { fd, POLLIN, 0 };
@@ -316,7 +359,7 @@ int snapnet_fetch(const struct apus_config *cfg, int node, int from, const char 
 		snprintf(err, errlen, "node %d's guard: %s", from, l ? why : "refused");
 		goto fail;
 	}
-	if (recv_file(fd, dst, r.m.bytes)) {
+	if (recv_file(fd, dst, r.m.bytes) || recv_members(cfg, node, fd)) {
 		snprintf(err, errlen, "receiving node %d's snapshot into %s failed: %s", from, dst,
 			 strerror(errno));
 		goto fail;

@@ -10,7 +10,7 @@
 #include "snapshot_net.h"
 
 #define SNAP_MAGIC "APUSSNAP"
-#define SNAP_VERSION 1
+#define SNAP_VERSION 2	/* 2: the membership follows the snapshot */
 
 struct hello {
 	char magic[8];

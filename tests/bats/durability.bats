@@ -140,22 +140,6 @@ function fill() {
 	audit chain 1
 }
 
-# rebuild_left_behind - with guard = off nothing rebuilds a node the log
-# left behind while it was down: do what `apus status` says.
-function rebuild_left_behind() {
-	local j n
-	sleep 1
-	j=$(status_json)
-	for n in $(conf_nodes "$CONF"); do
-		if [ "$(status_node "$j" "$n" needs_rebuild)" = true ] ||
-			[ "$(status_node "$j" "$n" recoverable)" = false ]; then
-			timeout 60 "$APUS" stop --config "$CONF" --node "$n" >/dev/null 3>&-
-			run timeout 120 "$APUS" rebuild --config "$CONF" --node "$n" 3>&-
-			assert_eq "$status" 0 "apus rebuild --node $n: $output"
-		fi
-	done
-}
-
 @test "nodes whose snapshots no longer reach their log never elect each other; the one that can leads, the others are rebuilt" {
 	fill 30000
 	wait_digests_equal "$CONF" 60

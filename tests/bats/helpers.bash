@@ -419,6 +419,22 @@ function stop_cluster() {
 	kill_port_leftovers "$conf"
 }
 
+# rebuild_left_behind - with guard = off nothing rebuilds a node the log
+# left behind while it was down: do what `apus status` says.
+function rebuild_left_behind() {
+	local j n
+	sleep 1
+	j=$(status_json)
+	for n in $(conf_nodes "$CONF"); do
+		if [ "$(status_node "$j" "$n" needs_rebuild)" = true ] ||
+			[ "$(status_node "$j" "$n" recoverable)" = false ]; then
+			timeout 60 "$APUS" stop --config "$CONF" --node "$n" >/dev/null 3>&-
+			run timeout 120 "$APUS" rebuild --config "$CONF" --node "$n" 3>&-
+			assert_eq "$status" 0 "apus rebuild --node $n: $output"
+		fi
+	done
+}
+
 # digests [CONF] - "node digest dbsize" for every node of CONF.
 function digests() {
 	local conf=${1:-$CONF} n s d k

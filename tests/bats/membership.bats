@@ -78,6 +78,7 @@ function audit() {
 		--key "$1"
 	echo "$output"
 	assert_eq "$status" 0 "list audit on the leader"
+	rebuild_left_behind
 	wait_digests_equal "$CONF" 90 || fail "the members differ"
 }
 
