@@ -100,6 +100,9 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIBCORE) $(wildcard tests/unit/*.h)
 # just those objects.
 $(BUILD)/tests/unit/test_readahead_queue: UNIT_OBJ = $(BUILD)/obj/preload/order_queue.o
 $(BUILD)/tests/unit/test_readahead_queue: $(BUILD)/obj/preload/order_queue.o
+# The CLI's config file writer, which needs nothing of the CLI else.
+$(BUILD)/tests/unit/test_members: UNIT_OBJ = $(BUILD)/obj/guard/config_update.o
+$(BUILD)/tests/unit/test_members: $(BUILD)/obj/guard/config_update.o
 
 $(BUILD)/tests/unit/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h \
 		$(FUZZ_GUARD_SRC:%.c=$(BUILD)/obj/%.o) $(LIBCORE)

@@ -113,6 +113,7 @@ VARIANTS=(
 	"durability.bats|APUS_TEST_NETNS=tcp-netns"
 	"metrics.bats|APUS_TEST_NETNS=tcp-netns"
 	"verify.bats|APUS_TEST_NETNS=tcp-netns"
+	"membership.bats|APUS_TEST_NETNS=tcp-netns"
 )
 bats_files=()
 for f in tests/bats/*.bats; do
