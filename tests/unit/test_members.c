@@ -132,6 +132,7 @@ int main(void)
 	CHECK(step_ok(&c, &want), "a voter out");
 	with(&c, &want, 1, MEMBER_LEARNER);
 	CHECK(!step_ok(&c, &want), "a voter back to learner");
+	with(&c, &want, 1, MEMBER_REMOVED);
 	want.nodes[2].member = MEMBER_REMOVED;
 	CHECK(!step_ok(&c, &want), "two nodes at once");
 	with(&c, &want, 1, MEMBER_VOTER);
