@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "coordinator/logger.h"
+#include "coordinator/members.h"
 #include "coordinator/node_internal.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
@@ -100,7 +101,6 @@ static void node_open(int k)
 	memset(n, 0, sizeof(*n));
 	n->cfg = cfg;
 	n->self = k;
-	n->quorum = config_quorum(&cfg);
 	n->ops = &spy_ops;
 	n->log_size = cfg.log_size;
 	n->exec_idx = 1;
@@ -112,6 +112,10 @@ static void node_open(int k)
 	n->region_size = region_size_for(n->log_size);
 	n->ctl = base;
 	n->log = n->region + REGION_CTL_SIZE;
+	/* Voters and the quorum, as node_start has them. */
+	char err[256];
+	CHECK(members_load(n, err, sizeof(err)) == 0, "members %d: %s", k, err);
+	CHECK(n->quorum == config_quorum(&cfg), "quorum %d", n->quorum);
 	CHECK(wal_open(&n->wal, &n->cfg, k, n->region, &origin) == 0, "wal %d", k);
 	if (n->wal.fd < 0) {
 		/* The durable copy is what the vote is checked in. */
