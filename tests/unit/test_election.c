@@ -533,6 +533,46 @@ static void standing(void)
 	CHECK(votes >= 1, "won without a vote");
 }
 
+/* Node 2 a learner (members.h), in force on every node: it grants no
+ * vote, and a candidate counts none of its votes (node 0 with node 2
+ * willing and node 1 not does not win; with node 1 it does). */
+static void learners(void)
+{
+	const uint64_t good[] = { 1, 2, 2, 2 };
+	static struct apus_config c;
+	static char text[MEMBERS_TEXT_MAX];
+
+	for (int k = 0; k < NN; k++) {
+		node_crash(k, 1);
+		node_open(k);
+		memset(&N[k]->ctl->dur, 0, sizeof(N[k]->ctl->dur));
+		set_view(k, 2);
+		log_fill(k, good, k ? 3 : 4);
+	}
+	c = cfg;
+	c.nodes[2].member = MEMBER_LEARNER;
+	int len = config_format_members(&c, text, sizeof(text));
+	CHECK(len > 0, "format");
+	for (int k = 0; k < NN; k++)
+		members_adopt(N[k], text, (size_t)len, 5);
+	CHECK(node_voters(N[0]) == 2 && N[0]->quorum == 2 && !node_votes(N[0], 2) &&
+		      node_is_member(N[0], 2),
+	      "voters %d quorum %d", node_voters(N[0]), N[0]->quorum);
+	request(0, 2, 2, 4, 0, 3);
+	CHECK(election_answer(N[2], 1) == 0 && !vote_of(0, 2).granted && !N[2]->ctl->dur.voted_view,
+	      "a learner voted");
+	CHECK(stand(0, 1) == 0, "won with a learner's vote");
+	CHECK(stand(1, 1) == 1, "lost with a voter's vote");
+	CHECK(N[2]->ctl->dur.voted_view == 0, "the learner voted");
+	/* The next test's nodes are voters again (their regions and files
+	 * are made anew). */
+	for (int k = 0; k < NN; k++) {
+		char path[PATH_MAX];
+		CHECK(config_node_path(&cfg, k, MEMBERS_FILE, path, sizeof(path)) == 0, "path");
+		unlink(path);
+	}
+}
+
 /* Also after a failed check: the regions live in /dev/shm. */
 static void cleanup(void)
 {
@@ -581,6 +621,7 @@ int main(void)
 	restarted_voter(1);
 	fences_old_leader();
 	standing();
+	learners();
 
 	for (int k = 0; k < NN; k++)
 		N[k]->ops->close(N[k]->tp);
