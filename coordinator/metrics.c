@@ -217,6 +217,15 @@ struct client {
 	size_t outlen, outoff;
 };
 
+/* The listening socket, for metrics_forget_in_child (one node a process). */
+static int metrics_lfd = -1;
+
+void metrics_forget_in_child(void)
+{
+	if (metrics_lfd >= 0)
+		sys.close(metrics_lfd);
+}
+
 struct metrics {
 	struct node *n;
 	int lfd;
@@ -436,6 +445,7 @@ void metrics_start(struct node *n)
 	}
 	/* A restarted node rebinds while its predecessor's scrapes linger in TIME_WAIT. */
 	setsockopt(m->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	metrics_lfd = m->lfd;
 	if (bind(m->lfd, (struct sockaddr *)&ss, len) < 0 || sys.listen(m->lfd, 16) < 0) {
 		pr_warn("no metrics endpoint: cannot listen on %s:%d: %s (the node runs without one)",
 			nc->address, nc->metrics_port, strerror(errno));

@@ -20,6 +20,9 @@ struct node;
 /* Starts node N's endpoint when its metrics_port is set.  Never fails the
  * node: a socket or thread that cannot be had is logged, and that is all. */
 void metrics_start(struct node *n);
+/* In a child the server forked: closes the listening socket (its port is
+ * the node's, for a restarted one). */
+void metrics_forget_in_child(void);
 
 /* Leader: a proposal (or, with commit_wait = reply, a held reply) waited
  * NS nanoseconds for its commit.  Three relaxed atomic adds. */

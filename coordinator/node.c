@@ -313,6 +313,13 @@ int node_execute(struct node *n, uint64_t upto, uint64_t checked)
 	return progress;
 }
 
+void node_forget_in_child(struct node *n)
+{
+	if (n->ops && n->tp && n->ops->forget)
+		n->ops->forget(n->tp);
+	metrics_forget_in_child();
+}
+
 static void *role_main(void *arg)
 {
 	struct node *n = arg;

@@ -77,6 +77,10 @@ int node_serving(struct node *n);
 /* The shim's fork(), in the parent before the fork: a snapshot under way
  * learns the state the server's forked child holds. */
 void node_snapshot_fork(struct node *n);
+/* In a child the server forked: closes the node's sockets (peer and
+ * metrics ports), which the child must not keep from a node restarted or
+ * re-executed while it runs. */
+void node_forget_in_child(struct node *n);
 /* Leader: whether read-ahead must pause for a snapshot. */
 int node_snapshot_armed(struct node *n);
 

@@ -60,6 +60,11 @@ struct transport_ops {
 	 * failed): its writes are accepted once it reconnects. */
 	void (*unfence)(struct transport *t, int peer);
 	void (*close)(struct transport *t);
+	/* In a child the server forked (a BGSAVE): closes every descriptor of
+	 * ours, without a word to peers and without locks (the child has one
+	 * thread), so that the child holds no socket a restarted or
+	 * re-executed node needs (its peer port).  NULL: nothing to close. */
+	void (*forget)(struct transport *t);
 };
 
 struct transport {

@@ -973,6 +973,21 @@ static void tcp_close(struct transport *t)
 	free(s);
 }
 
+static void tcp_forget(struct transport *t)
+{
+	struct tcp_transport *s = TCP(t);
+
+	for (int i = 0; i < APUS_MAX_NODES; i++)
+		if (s->out[i].fd >= 0)
+			sys.close(s->out[i].fd);
+	for (int i = 0; i < MAX_IN; i++)
+		if (s->in[i].fd >= 0)
+			sys.close(s->in[i].fd);
+	sys.close(s->lfd);
+	sys.close(s->epfd);
+	sys.close(s->evfd);
+}
+
 const struct transport_ops transport_tcp_ops = {
 	.name = "tcp",
 	.open = tcp_open,
@@ -988,4 +1003,5 @@ const struct transport_ops transport_tcp_ops = {
 	.fence = tcp_fence,
 	.unfence = tcp_unfence,
 	.close = tcp_close,
+	.forget = tcp_forget,
 };

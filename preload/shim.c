@@ -205,6 +205,8 @@ APUS_EXPORT pid_t fork(void)
 	 * must get it while the child still writes its snapshot. */
 	if (pid == 0) {
 		__atomic_store_n(&shim_mode, MODE_PASSTHROUGH, __ATOMIC_RELAXED);
+		if (shim_node)
+			node_forget_in_child(shim_node);
 		if (node_lock_fd >= 0) {
 			real.close(node_lock_fd);
 			node_lock_fd = -1;

@@ -435,6 +435,47 @@ function rebuild_left_behind() {
 	done
 }
 
+# The list writer and its audit (build/bench/listaudit): acknowledged
+# writes at their positions, whatever failed over meanwhile.
+LISTAUDIT="$APUS_ROOT/build/bench/listaudit"
+
+# addrs - --addr HOST:PORT for every node of $CONF.
+function addrs() {
+	local n
+	for n in $(conf_nodes "$CONF"); do
+		echo "--addr $(node_host "$n"):$(app_port "$n")"
+	done
+}
+
+# start_writer KEY SECONDS - the list writer (4 clients, 200-byte
+# elements) in the background against every node; its pid in $WRITER, its
+# log in $BATS_TEST_TMPDIR/KEY.log.
+function start_writer() {
+	[ -x "$LISTAUDIT" ] || fail "$LISTAUDIT is not built"
+	# shellcheck disable=SC2046
+	"$LISTAUDIT" write $(addrs) --log "$BATS_TEST_TMPDIR/$1.log" --key "$1" --clients 4 \
+		--count 100000 --size 200 --seconds "$2" >"$BATS_TEST_TMPDIR/$1.out" 2>&1 3>&- &
+	WRITER=$!
+}
+
+# audit KEY MIN - after the writer: at least MIN writes were acknowledged,
+# every one sits at its position in the leader's list, and the replicas
+# (rebuilt where the log left one behind) end equal.
+function audit() {
+	wait "$WRITER" || true
+	WRITER=
+	cat "$BATS_TEST_TMPDIR/$1.out"
+	[ "$(grep -c '^ack ' "$BATS_TEST_TMPDIR/$1.log")" -ge "$2" ] ||
+		fail "the writer got fewer than $2 writes acknowledged"
+	retry 100 0.2 leader_port "$CONF" || fail "no leader at the end"
+	run "$LISTAUDIT" check --addr "$(leader_host):$(leader_port)" --log "$BATS_TEST_TMPDIR/$1.log" \
+		--key "$1"
+	echo "$output"
+	assert_eq "$status" 0 "list audit on the leader"
+	rebuild_left_behind
+	wait_digests_equal "$CONF" 90
+}
+
 # digests [CONF] - "node digest dbsize" for every node of CONF.
 function digests() {
 	local conf=${1:-$CONF} n s d k
