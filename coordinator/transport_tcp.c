@@ -958,10 +958,9 @@ static void tcp_unfence(struct transport *t, int peer)
 	pthread_mutex_unlock(&s->rx);
 }
 
-static void tcp_close(struct transport *t)
+/* Every descriptor of ours. */
+static void close_fds(struct tcp_transport *s)
 {
-	struct tcp_transport *s = TCP(t);
-
 	for (int i = 0; i < APUS_MAX_NODES; i++)
 		out_drop(&s->out[i]);
 	for (int i = 0; i < MAX_IN; i++)
@@ -970,22 +969,17 @@ static void tcp_close(struct transport *t)
 	sys.close(s->lfd);
 	sys.close(s->epfd);
 	sys.close(s->evfd);
-	free(s);
+}
+
+static void tcp_close(struct transport *t)
+{
+	close_fds(TCP(t));
+	free(t);
 }
 
 static void tcp_forget(struct transport *t)
 {
-	struct tcp_transport *s = TCP(t);
-
-	for (int i = 0; i < APUS_MAX_NODES; i++)
-		if (s->out[i].fd >= 0)
-			sys.close(s->out[i].fd);
-	for (int i = 0; i < MAX_IN; i++)
-		if (s->in[i].fd >= 0)
-			sys.close(s->in[i].fd);
-	sys.close(s->lfd);
-	sys.close(s->epfd);
-	sys.close(s->evfd);
+	close_fds(TCP(t));
 }
 
 const struct transport_ops transport_tcp_ops = {
