@@ -45,9 +45,11 @@ int node_checkpoint_poll(struct node *n)
 	if (n->ckpt_hold) {
 		if (load64(&w->release) >= n->ckpt_hold || node_role(n) != ROLE_BACKUP ||
 		    now_ns() - n->ckpt_hold_ns > HOLD_MAX_NS) {
-			if (load64(&w->release) < n->ckpt_hold)
+			if (load64(&w->release) < n->ckpt_hold) {
 				pr_warn("checkpoint %llu never released: executing again",
 					(unsigned long long)n->ckpt_hold);
+				store64(&w->broken, n->ckpt_hold);
+			}
 			n->ckpt_hold = 0;
 		}
 	}

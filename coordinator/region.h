@@ -241,6 +241,11 @@ struct ckpt_words {
 	uint64_t view;		/* node: its view */
 	uint64_t refused;	/* node: nonzero: ack refused the request (not a backup) */
 	uint64_t drained;	/* node: its server had consumed every entry up to idx */
+	/* node: a hold it left before its release (it was elected, or
+	 * HOLD_MAX passed): that request.  Written before it executes
+	 * anything past idx, so a snapshot taken under that hold (which then
+	 * may hold more than idx) is known for what it is. */
+	uint64_t broken;
 	/* Guard (ckpt_take only), for the metrics endpoint: checkpoints
 	 * taken of this region's process, the last one's dump time and
 	 * image size. */

@@ -211,8 +211,15 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 	if (!load64(&h->ctl->ckpt.drained))
 		snprintf(err, errlen, "node %d's server did not take the entries sent to it in time; "
 				      "try again", node);
-	else if (!take_snapshot(cfg, node, log, &h->bytes, err, errlen) &&
-		 !config_node_path(cfg, node, cfg->snapshot_file, h->path, sizeof(h->path))) {
+	else if (take_snapshot(cfg, node, log, &h->bytes, err, errlen))
+		;
+	else if (load64(&h->ctl->ckpt.broken) == h->req)
+		/* Elected meanwhile: it executed on, and the file may hold more
+		 * than entry index (a node started from it would apply those
+		 * entries twice). */
+		snprintf(err, errlen, "node %d left its hold (it was elected) while its server wrote "
+				      "the snapshot; try another peer", node);
+	else if (!config_node_path(cfg, node, cfg->snapshot_file, h->path, sizeof(h->path))) {
 		/* The snapshot stays in NODE's data directory: its recovery point. */
 		if (!make_recovery_point(cfg, node, h->path, h->index, h->log_pos, h->view, err,
 					 errlen))
