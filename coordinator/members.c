@@ -160,9 +160,10 @@ static void answer(struct node *n, uint64_t seq, uint64_t idx, int err, const ch
 
 /* The step the cluster takes by itself (no change pending, serving): a
  * learner that caught up becomes a voter; a voter that replaces a node
- * still a member has it removed.  WANT gets the membership; returns 1 if
- * there is such a step. */
-static int next_step(struct node *n, struct apus_config *want, char *what, size_t whatlen)
+ * still a member has it removed.  Returns the node whose role changes
+ * (its new role in *ROLE), or -1.  Decided on our own membership: the
+ * whole new one is built only when there is a step to propose. */
+static int next_step(struct node *n, int *role, char *what, size_t whatlen)
 {
 	uint64_t commit = __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE);
 	uint32_t synced = __atomic_load_n(&n->connected, __ATOMIC_ACQUIRE);
@@ -173,24 +174,22 @@ static int next_step(struct node *n, struct apus_config *want, char *what, size_
 		if (k == n->self || n->cfg.nodes[k].member != MEMBER_LEARNER || !(synced >> k & 1) ||
 		    applied + CAUGHT_UP_ENTRIES < commit)
 			continue;
-		*want = n->cfg;
-		want->nodes[k].member = MEMBER_VOTER;
+		*role = MEMBER_VOTER;
 		snprintf(what, whatlen, "learner node %d caught up (entry %llu of %llu): it votes",
 			 k, (unsigned long long)applied, (unsigned long long)commit);
-		return 1;
+		return k;
 	}
 	for (int k = 0; k < n->cfg.nnodes; k++) {
 		int r = n->cfg.nodes[k].replaces;
 
 		if (!config_is_voter(&n->cfg, k) || !config_is_member(&n->cfg, r))
 			continue;
-		*want = n->cfg;
-		want->nodes[r].member = MEMBER_REMOVED;
+		*role = MEMBER_REMOVED;
 		snprintf(what, whatlen, "node %d votes in node %d's place: node %d is removed", k, r,
 			 r);
-		return 1;
+		return r;
 	}
-	return 0;
+	return -1;
 }
 
 /* Proposes WANT (one step from ours) as an entry; 0 with *IDX, or -errno
@@ -297,16 +296,17 @@ void members_poll(struct node *n)
 	}
 	if (n->member_pending || !__atomic_load_n(&n->serving, __ATOMIC_ACQUIRE))
 		return;
-	if (!members_steps_left(&n->cfg, NULL, 0))
-		return;
-	struct apus_config *want = malloc(sizeof(*want));
 	char what[160], why[256];
+	int role, k = next_step(n, &role, what, sizeof(what));
+	struct apus_config *want;
 	uint64_t idx;
 
-	if (want && next_step(n, want, what, sizeof(what))) {
-		pr_info("%s", what);
-		if (propose(n, want, &idx, why, sizeof(why)))
-			pr_warn("cannot propose it yet: %s", why);
-	}
+	if (k < 0 || !(want = malloc(sizeof(*want))))
+		return;
+	*want = n->cfg;
+	want->nodes[k].member = role;
+	pr_info("%s", what);
+	if (propose(n, want, &idx, why, sizeof(why)))
+		pr_warn("cannot propose it yet: %s", why);
 	free(want);
 }

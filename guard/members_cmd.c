@@ -75,6 +75,9 @@ static const char usage_remove[] =
 #define MIN_VOTERS 3
 #define DEFAULT_WAIT_MS 600000
 #define ASK_TIMEOUT_MS 10000
+/* How long a command waits for the leader to put its own last change in
+ * force (it sees the commit after its backups execute it). */
+#define PENDING_GRACE_MS 3000
 
 struct opts {
 	const char *address, *data_dir, *netns;
@@ -177,23 +180,48 @@ static int local_leader(const struct apus_config *cfg)
 	return -1;
 }
 
-/* Bad input or a change in progress: 2, said why.  0 if none.  WANT
- * removing a learner is the way out of a change in progress. */
-static int busy(const struct change *ch, int leader, const struct apus_config *want)
+/* The entry of the serving leader's last change while it is not in force
+ * on the leader itself; 0 when none (or no leader serves here: a dead
+ * leader's region keeps what it last said). */
+static uint64_t leader_pending(const struct change *ch)
 {
-	char why[256];
 	const struct region_ctl *ctl;
 	uint64_t pending = 0;
+	int leader = local_leader(&ch->c.cfg);
+
+	if (leader >= 0 && (ctl = region_map_ctl(&ch->c.cfg, leader))) {
+		pending = load64(&ctl->member_pending);
+		region_unmap_ctl(ctl);
+	}
+	return pending;
+}
+
+/* Waits up to MS for the leader to put its last change in force; the
+ * entry still pending, or 0. */
+static uint64_t wait_leader_pending(const struct change *ch, int ms)
+{
+	uint64_t pending;
+
+	for (int waited = 0; (pending = leader_pending(ch)) && waited < ms; waited += 20)
+		cli_sleep_ms(20);
+	return pending;
+}
+
+/* Bad input or a change in progress: 2, said why.  0 if none.  WANT
+ * removing a learner is the way out of a change in progress. */
+static int busy(const struct change *ch, const struct apus_config *want)
+{
+	char why[256];
+	uint64_t pending;
 
 	if (members_steps_left(&ch->c.cfg, why, sizeof(why)) && !members_aborts(&ch->c.cfg, want)) {
 		cli_error("another change is in progress: %s", why);
 		return 2;
 	}
-	if (leader >= 0 && (ctl = region_map_ctl(&ch->c.cfg, leader))) {
-		pending = load64(&ctl->member_pending);
-		region_unmap_ctl(ctl);
-	}
-	if (pending) {
+	/* A backup puts an entry in force when it executes it, the leader
+	 * when it sees the commit: a command right after another may find
+	 * the leader a moment behind its backups. */
+	if ((pending = wait_leader_pending(ch, PENDING_GRACE_MS))) {
 		cli_error("another change is in progress: the leader's entry %llu is not in force yet",
 			  (unsigned long long)pending);
 		return 2;
@@ -298,7 +326,8 @@ static int step(struct change *ch, const struct apus_config *want, int node, int
 	/* In force on the leader (this host) once committed; a new leader
 	 * without the entry in its log means it was lost: nothing changed. */
 	for (int waited = 0;; waited += 20) {
-		if (in_force(ch, node, member))
+		if (in_force(ch, node, member) &&
+		    wait_leader_pending(ch, PENDING_GRACE_MS) != idx)
 			return 0;
 		if (waited >= ASK_TIMEOUT_MS * 3) {
 			cli_error("entry %llu is not in force after %d ms: the leader may have died "
@@ -520,7 +549,7 @@ static int begin(struct change *ch, const struct apus_config *want)
 			  "leader (run the command on its host; see apus status)");
 		return 1;
 	}
-	return busy(ch, ch->leader, want);
+	return busy(ch, want);
 }
 
 static void print_json(struct change *ch, const char *cmd, int id, int gone)
@@ -528,6 +557,25 @@ static void print_json(struct change *ch, const char *cmd, int id, int gone)
 	if (ch->c.json)
 		printf("{\"command\":\"%s\",\"node\":%d,\"removed\":%d,\"total_ms\":%llu}\n", cmd, id,
 		       gone, (unsigned long long)(cli_mono_ms() - ch->t0));
+}
+
+/* Node ID of WANT in as a learner (replacing REPLACES, or -1), started
+ * here, and unless --no-wait until it votes.  0, or the exit status. */
+static int bring_in(struct change *ch, struct apus_config *want, int id, int replaces)
+{
+	char what[200];
+	int rc;
+
+	snprintf(what, sizeof(what), "node %d (%s:%d) joins as a learner", id,
+		 want->nodes[id].address, want->nodes[id].app_port);
+	if (replaces >= 0)
+		snprintf(what + strlen(what), sizeof(what) - strlen(what), " in node %d's place",
+			 replaces);
+	if ((rc = step(ch, want, id, MEMBER_LEARNER, what)) || (rc = update_file(ch)) ||
+	    (rc = start_new_node(ch, want, id)) || ch->o.no_wait)
+		return rc;
+	snprintf(what, sizeof(what), "node %d caught up and votes", id);
+	return wait_member(ch, id, MEMBER_VOTER, what);
 }
 
 int cmd_replace(int argc, char **argv)
@@ -558,22 +606,15 @@ int cmd_replace(int argc, char **argv)
 		goto out;
 	if ((rc = begin(&ch, want)))
 		goto out;
-	snprintf(what, sizeof(what), "node %d (%s:%d) joins as a learner in node %d's place", id,
-		 want->nodes[id].address, want->nodes[id].app_port, old);
-	if ((rc = step(&ch, want, id, MEMBER_LEARNER, what)) || (rc = update_file(&ch)) ||
-	    (rc = start_new_node(&ch, want, id)))
+	if ((rc = bring_in(&ch, want, id, old)))
 		goto out;
 	if (ch.o.no_wait) {
 		if (!ch.c.json)
 			printf("the leader makes node %d a voter once it caught up, then removes node "
 			       "%d (apus status shows the change in progress)\n", id, old);
 		print_json(&ch, "replace", id, -1);
-		rc = 0;
 		goto out;
 	}
-	snprintf(what, sizeof(what), "node %d caught up and votes", id);
-	if ((rc = wait_member(&ch, id, MEMBER_VOTER, what)))
-		goto out;
 	snprintf(what, sizeof(what), "node %d removed", old);
 	if ((rc = wait_member(&ch, old, MEMBER_REMOVED, what)))
 		goto out;
@@ -592,7 +633,6 @@ int cmd_add(int argc, char **argv)
 	struct change ch;
 	struct apus_config *want = malloc(sizeof(*want));
 	int rc, from = -1, id;
-	char what[200];
 
 	if (!want)
 		return 1;
@@ -613,18 +653,9 @@ int cmd_add(int argc, char **argv)
 		goto out;
 	if ((rc = begin(&ch, want)))
 		goto out;
-	snprintf(what, sizeof(what), "node %d (%s:%d) joins as a learner", id,
-		 want->nodes[id].address, want->nodes[id].app_port);
-	if ((rc = step(&ch, want, id, MEMBER_LEARNER, what)) || (rc = update_file(&ch)) ||
-	    (rc = start_new_node(&ch, want, id)))
+	if ((rc = bring_in(&ch, want, id, -1)) || (!ch.o.no_wait && (rc = update_file(&ch))))
 		goto out;
-	if (!ch.o.no_wait) {
-		snprintf(what, sizeof(what), "node %d caught up and votes", id);
-		if ((rc = wait_member(&ch, id, MEMBER_VOTER, what)) || (rc = update_file(&ch)))
-			goto out;
-	}
 	print_json(&ch, "add", id, -1);
-	rc = 0;
 out:
 	free(want);
 	return rc;

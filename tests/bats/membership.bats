@@ -128,6 +128,9 @@ function replaced() {
 	for n in "$l" "$b"; do
 		change remove --node "$n"
 		assert_eq "$status" 0 "apus remove --node $n"
+		# Done means in force on the leader too: no change left in progress.
+		assert_eq "$(status_json | grep -o '"change":null')" '"change":null' \
+			"change in progress right after apus remove --node $n"
 	done
 	audit grow 500
 	assert_eq "$(conf_nodes "$CONF" | wc -l)" 3 "members after the shrink"
@@ -214,4 +217,42 @@ function replaced() {
 	assert_eq "$(status_json | grep -o '"change":null')" '"change":null' "change in progress"
 	run timeout 5 redis-cli -h "$(leader_host)" -p "$(leader_port)" SET still-serving yes
 	assert_eq "$output" OK "a write after it all"
+}
+
+@test "after a replace, the log wraps on: apus start over running nodes, stop/start of all, kill -9 of all: same members, same state, nothing acknowledged lost" {
+	own_cluster
+	local victim before n p pids=()
+	victim=$(backups | head -n 1)
+	kill -KILL "$(redis_pid "$victim")"
+	# shellcheck disable=SC2046
+	change replace --node "$victim" $(place 3)
+	assert_eq "$status" 0 "apus replace"
+	# A 1 MB log: this wraps it many times past the change's entry.
+	start_writer wrap 6
+	audit wrap 500
+	read -r _ before _ < <(digests "$CONF" | head -n 1)
+	# An earlier step's processes still run: start finds them, starts nothing twice.
+	run timeout 60 "$APUS" start --config "$CONF" 3>&-
+	assert_eq "$status" 0 "apus start over running nodes: $output"
+	[[ "$output" != *"node $victim "*started* ]] || fail "the removed node was started: $output"
+	run timeout 60 "$APUS" stop --config "$CONF" 3>&-
+	assert_eq "$status" 0 "apus stop: $output"
+	start_cluster "$CONF" || fail "apus start after the stop"
+	wait_digests_equal "$CONF" 60 || fail "members differ after stop/start"
+	assert_eq "$(members)" "$(conf_nodes "$CONF" | tr '\n' ' ')" "membership after stop/start"
+	for n in $(conf_nodes "$CONF"); do
+		p=$(redis_pid "$n") && pids+=("$p")
+	done
+	kill -KILL "${pids[@]}"
+	wait_pids_gone 10 "${pids[@]}" || fail "killed servers still run"
+	start_cluster "$CONF" || fail "apus start after kill -9 of all"
+	rebuild_left_behind
+	wait_digests_equal "$CONF" 60 || fail "members differ after kill -9 of all"
+	read -r _ n _ < <(digests "$CONF" | head -n 1)
+	assert_eq "$n" "$before" "state after the restarts"
+	assert_eq "$(member_role "$victim")" "" "the replaced node after the restarts"
+	[ -z "$(redis_pid "$victim")" ] || ! kill -0 "$(redis_pid "$victim")" 2>/dev/null ||
+		fail "the replaced node runs again"
+	start_writer again 4
+	audit again 200
 }
