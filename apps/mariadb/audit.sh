@@ -7,7 +7,8 @@
 #       build/bin/apus), one mariadb client per statement (autocommit: its
 #       exit status 0 means the transaction committed).  Logs "ok <i>" for
 #       every acknowledged insert, "fail <i> ..." for the others; after a
-#       failure it finds the leader again and goes on with the next i.
+#       failure it waits (0.1 s more per failure in a row, up to 1 s),
+#       finds the leader again and goes on with the next i.
 #       Creates the table (InnoDB) first when it is missing.
 #   audit.sh check --config C --log FILE [--table T]
 #       On every replica that answers on its unix socket (not replicated):
@@ -58,11 +59,19 @@ if [ "$cmd" = write ]; then
 	[ -n "$port" ] || { echo "audit.sh: no leader" >&2; exit 1; }
 	out=$(sql "CREATE TABLE IF NOT EXISTS $table (id INT PRIMARY KEY, v INT) ENGINE=InnoDB") ||
 		{ echo "audit.sh: cannot create $table: $out" >&2; exit 1; }
+	fails=0
 	for ((i = 1; i <= count; i++)); do
 		if out=$(sql "INSERT INTO $table (id, v) VALUES ($i, $i)"); then
 			echo "ok $i"
+			fails=0
 		else
 			echo "fail $i $(tr '\n' ' ' <<<"$out")"
+			# A new leader refuses clients until it executed what the old
+			# one logged (seconds on a loaded machine): back off, 0.1 s more
+			# per failure in a row up to 1 s, so that the inserts left are
+			# not all spent on its catch-up.
+			fails=$((fails < 10 ? fails + 1 : 10))
+			sleep "$((fails / 10)).$((fails % 10))"
 			for ((k = 0; k < 50; k++)); do find_leader && break; sleep 0.1; done
 		fi
 	done >>"$log"

@@ -151,7 +151,7 @@ setup() {
 	"$MARIADB_APP/audit.sh" write --config "$CONF" --log "$log" --count 300 &
 	local writer=$!
 	for ((i = 0; i < 100; i++)); do
-		[ "$(grep -c '^ok' "$log" 2>/dev/null)" -ge 100 ] && break
+		[ -f "$log" ] && [ "$(grep -c '^ok' "$log")" -ge 100 ] && break
 		sleep 0.1
 	done
 	kill -KILL "$(redis_pid "$old")"
