@@ -38,6 +38,8 @@ struct backup {
 	uint64_t hb_at_ns;	/* when it last moved (or we started to follow) */
 	int suspected;		/* silent for suspect_ms, or gone */
 	int reached;		/* we reached the leader we follow at least once */
+	int reach_err;		/* the last error connecting to it we logged, and when */
+	uint64_t reach_err_ns;
 	uint64_t stand_at_ns;	/* when to stand for election if still leaderless */
 	uint64_t slot_hb[APUS_MAX_NODES];	/* each lead slot's heartbeat as last seen */
 	uint64_t slot_moved_ns[APUS_MAX_NODES];	/* and when it last moved */
@@ -96,6 +98,7 @@ static void follow(struct backup *b, int leader, uint64_t view, uint64_t now)
 	b->hb_at_ns = now;
 	b->suspected = 0;
 	b->reached = 0;
+	b->reach_err = 0;
 	b->backoff = 0;
 	if (n->ctl->dur.view != view) {
 		n->ctl->dur.view = view;
@@ -323,10 +326,21 @@ static int connect_leader(struct backup *b, uint64_t now)
 	}
 	/* A leader we never reached may just not be up yet (a cluster
 	 * starting): its heartbeat, not a refusal, decides then. */
-	if (rc == -ECONNREFUSED && b->reached)
+	if (rc == -ECONNREFUSED && b->reached) {
 		leader_gone(b, now, "refuses connections: its process is gone");
-	else if (rc != -EAGAIN)
+	} else if (rc == -EACCES) {
+		/* It fenced this process of ours (shm: taken for a leader it
+		 * deposed), which it never admits again: come back as a new
+		 * incarnation, the way a deposed leader does. */
+		pr_warn("leader node %d fenced this process: re-executing the server as a new one",
+			b->leader);
+		node_set_role(n, ROLE_DEPOSED, b->leader, n->view);
+	} else if (rc != -EAGAIN && (rc != b->reach_err || now - b->reach_err_ns > 10000000000ULL)) {
+		/* Once per error and leader, then every 10 s: this runs every loop. */
 		pr_warn("cannot reach leader node %d: %s", b->leader, strerror(-rc));
+		b->reach_err = rc;
+		b->reach_err_ns = now;
+	}
 	return 0;
 }
 
@@ -460,7 +474,7 @@ void backup_run(struct node *n)
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED)) {
 		int progress = 0, agreed = 0, waiting_server;
 
-		if (node_role(n) == ROLE_LEADER)
+		if (node_role(n) == ROLE_LEADER || node_role(n) == ROLE_DEPOSED)
 			return;
 		now = now_ns();
 		n->ops->poll(n->tp);

@@ -341,7 +341,8 @@ static void *role_main(void *arg)
 			break;
 		}
 		case ROLE_DEPOSED:
-			pr_warn("deposed in favour of view %llu: re-executing this node's server to replay the log",
+			/* Deposed, or fenced out (backup.c): the reason is logged there. */
+			pr_warn("re-executing this node's server to replay the log (view %llu)",
 				(unsigned long long)n->view);
 			if (node_reexec_hook)
 				node_reexec_hook(n);	/* returns only if it failed */

@@ -248,6 +248,7 @@ static int open_replay_socket(struct replay *r, struct replay_tap **tapp)
 		t->srv_fd = -1;
 		t->ours = s;
 		t->watched = 0;
+		t->ever_watched = 0;
 		t->waker = 0;
 		pthread_mutex_lock(&r->out_lock);
 		t->conn = NULL;
@@ -369,9 +370,16 @@ static int exec_recv(struct replay *r, const struct entry_hdr *e)
 		if (sched_full(r))
 			return 0;
 		/* The server watches the connection with epoll: its shim reads
-		 * the bytes from here (no socket on the way) and tells it when. */
-		if (__atomic_load_n(&c->tap->watched, __ATOMIC_ACQUIRE) &&
-		    __atomic_load_n(&c->tap->state, __ATOMIC_ACQUIRE) == TAP_CLAIMED) {
+		 * the bytes from here (no socket on the way) and tells it when.
+		 * Also a connection it has not accepted or watched yet, when it
+		 * watches its connections with epoll (a restart, a new leader,
+		 * or just a fast log: the input comes right after the ACCEPT):
+		 * in the socket, bytes of a later turn would make the thread
+		 * that will watch it spin in epoll_wait until their turn. */
+		uint32_t st = __atomic_load_n(&c->tap->state, __ATOMIC_ACQUIRE);
+		if ((st == TAP_CLAIMED && __atomic_load_n(&c->tap->watched, __ATOMIC_ACQUIRE)) ||
+		    (st != TAP_FREE && __atomic_load_n(&r->epoll_server, __ATOMIC_ACQUIRE) &&
+		     !__atomic_load_n(&c->tap->ever_watched, __ATOMIC_ACQUIRE))) {
 			uint64_t held = __atomic_load_n(&r->held, __ATOMIC_ACQUIRE);
 			char *copy;
 			if (held && held + e->data_sz > HELD_MAX)

@@ -30,6 +30,7 @@ struct replay_tap {
 	uint32_t free_eof;	/* its end of stream may be read out of turn */
 	uint32_t gen;		/* bumped each time the tap is armed for a new connection */
 	uint32_t watched;	/* the server watches it with epoll: bytes may stay with us */
+	uint32_t ever_watched;	/* ... did so since this connection opened */
 	uint32_t waker;		/* the waker of the set that watches it (turns.h) */
 	uint32_t reader;	/* the server thread that read it last */
 	int32_t ours;		/* our end of the connection */
@@ -81,6 +82,7 @@ struct replay {
 	uint64_t stall_head, stall_since;
 	uint64_t order_warn_ns;	/* when a request past ORDER_STALL_NS was last logged */
 	uint32_t waiting;	/* the backup thread waits for the server to take turns */
+	uint32_t epoll_server;	/* the server watches its connections with epoll */
 	uint64_t held;		/* bytes of turns held here, not yet read */
 	pthread_mutex_t take_lock;	/* an in-place read against a stalled turn's release */
 	/* A server thread blocked in epoll_wait on a set is woken through

@@ -340,6 +340,17 @@ static void shm_wake(struct transport *t)
 	bell_ring(&c->bell, &c->sleepers);
 }
 
+/* Whether the process of CTL may still write as a leader: it leads, or
+ * leads no more but has not re-executed yet.  A deposed leader comes back
+ * as a new incarnation that starts as a backup, and may reach us before
+ * we fence the old one: fencing that one would keep it out for good. */
+static int may_lead(const struct region_ctl *ctl)
+{
+	int32_t role = __atomic_load_n(&ctl->status.role, __ATOMIC_ACQUIRE);
+
+	return role == ROLE_LEADER || role == ROLE_DEPOSED;
+}
+
 /* The incarnation of PEER to fence: the one we reached if we are
  * connected, else the one whose region file is there now.  Returns 0 with
  * *INC = 0 when that process is not running (a dead process writes
@@ -351,7 +362,7 @@ static int fence_target(struct shm_transport *s, int peer, uint64_t *inc)
 
 	*inc = 0;
 	if (base) {
-		if (owner_alive(ctl_of(base)))
+		if (owner_alive(ctl_of(base)) && may_lead(ctl_of(base)))
 			*inc = ctl_of(base)->incarnation;
 		return 0;
 	}
@@ -361,7 +372,7 @@ static int fence_target(struct shm_transport *s, int peer, uint64_t *inc)
 	/* The process we knew, if it still runs.  One that restarted since
 	 * (a deposed leader re-executes itself as a backup) is not the one to
 	 * stop: fencing it would keep it out for good. */
-	if (ctl->node == (uint32_t)peer && owner_alive(ctl) &&
+	if (ctl->node == (uint32_t)peer && owner_alive(ctl) && may_lead(ctl) &&
 	    (!s->peers[peer].inc || ctl->incarnation == s->peers[peer].inc))
 		*inc = ctl->incarnation;
 	region_unmap_ctl(ctl);

@@ -240,10 +240,17 @@ int replay_ready_fds(struct replay *r, int waker, int *fds, int cap)
 	return n;
 }
 
-void replay_tap_watch(struct replay_tap *t, int on, int waker)
+void replay_tap_watch(struct replay *r, struct replay_tap *t, int on, int waker)
 {
 	__atomic_store_n(&t->waker, (uint32_t)waker, __ATOMIC_RELEASE);
 	__atomic_store_n(&t->watched, (uint32_t)!!on, __ATOMIC_RELEASE);
+	if (!on)
+		return;
+	__atomic_store_n(&t->ever_watched, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->epoll_server, 1, __ATOMIC_RELEASE);
+	/* Its turn may be held here already (replay.c, exec_recv): wake
+	 * the set's thread for it. */
+	replay_kick_head(r);
 }
 
 /* --- Wakers: which server thread to wake for the head turn --- */

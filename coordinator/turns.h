@@ -92,7 +92,7 @@ void replay_request_done(struct replay *r);
  * (ON), the backup thread keeps the connection's bytes here instead of
  * sending them through the socket, and the shim serves the server's reads
  * from here and reports the connection ready itself. */
-void replay_tap_watch(struct replay_tap *t, int on, int waker);
+void replay_tap_watch(struct replay *r, struct replay_tap *t, int on, int waker);
 /* A read of T when its turn's bytes are held here: copies them into IOV,
  * returns 1 with *RET set; 0 when the read takes the socket path. */
 int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt,

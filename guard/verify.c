@@ -475,7 +475,9 @@ static void show_head(const struct reply *r, int json, char *out, size_t len)
 /* Why live node W gave no verdict, in a word (JSON) or a phrase. */
 static const char *no_result_reason(const struct watch *w, uint64_t commit)
 {
-	return w->missed ? "missed" : w->applied < commit ? "behind" : "no check";
+	/* Behind first: a node that has not applied our connection's end yet
+	 * may still answer, whatever else went by unseen meanwhile. */
+	return w->applied < commit ? "behind" : w->missed ? "missed" : "no check";
 }
 
 static void print_json(const struct apus_config *cfg, int leader, uint64_t view, uint64_t commit,
@@ -548,13 +550,13 @@ static void print_text(const struct apus_config *cfg, int leader, uint64_t commi
 			       x->remote ? "not on this host: its region cannot be read here" : "down");
 			break;
 		default:
-			if (x->missed)
+			if (x->applied < commit)
+				printf("no result (behind: applied %llu of %llu)\n",
+				       (unsigned long long)x->applied, (unsigned long long)commit);
+			else if (x->missed)
 				printf("no result (more than %d connections ended on it between two "
 				       "looks, %d times: ours went by unseen; run verify again)\n",
 				       CHECKS_KEEP, ATTEMPTS);
-			else if (x->applied < commit)
-				printf("no result (behind: applied %llu of %llu)\n",
-				       (unsigned long long)x->applied, (unsigned long long)commit);
 			else
 				printf("no result (%s, applied %llu of %llu, but its check of this "
 				       "connection did not finish within %d ms)\n", role_label(x->role),

@@ -115,7 +115,7 @@ APUS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *e)
 		s->ep_data = e->data.u64;
 	}
 	if (s->kind == FD_REPLAY)
-		replay_tap_watch(s->tap,
+		replay_tap_watch(node_replay(shim_node), s->tap,
 				 node_config(shim_node)->replay_in_place && s->ep_set &&
 					 (s->ep_events & EPOLLIN),
 				 set_waker(s->ep_set));

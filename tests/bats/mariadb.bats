@@ -164,7 +164,13 @@ setup() {
 	# a few seconds here, so a part of the 300 fail meanwhile).
 	local after
 	after=$(sed -n '/^fail/,$p' "$log" | grep -c '^ok' || true)
-	[ "$after" -ge 30 ] || fail "only $after inserts acknowledged after the failover"
+	if [ "$after" -lt 30 ]; then
+		echo "first and last failures:"
+		grep '^fail' "$log" | sed -n '1,3p;$p'
+		"$APUS" status --config "$CONF" 3>&-
+		show_logs "$CONF" 30
+		fail "only $after inserts acknowledged after the failover"
+	fi
 	[ "$(grep -c '^ok' "$log")" -ge 130 ]
 	retry 60 0.5 "$MARIADB_APP/audit.sh" check --config "$CONF" --log "$log"
 	echo "$output"

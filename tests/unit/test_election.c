@@ -362,12 +362,21 @@ static void restarted_voter(int lose_memory)
 	CHECK(!vote_of(0, 1).granted && N[1]->ctl->dur.voted_for == 2, "second vote");
 }
 
-/* The voter fences the leader it leaves before it votes. */
+/* The voter fences the leader it leaves before it votes; not a process of
+ * that node that leads no more (a deposed leader that re-executed as a
+ * backup before the vote: fenced, it would stay out for good). */
 static void fences_old_leader(void)
 {
 	uint64_t inc2 = N[2]->ctl->incarnation, v = N[1]->ctl->dur.voted_view + 10;
 
+	N[2]->ctl->status.role = ROLE_BACKUP;
 	N[1]->leader = 2;
+	request(0, 1, 9, 9, 0, v);
+	CHECK(election_answer(N[1], 1) == 1, "vote for node 0");
+	CHECK(N[1]->ctl->fenced_inc[2] == 0, "a backup was fenced as the old leader");
+	N[2]->ctl->status.role = ROLE_LEADER;
+	N[1]->leader = 2;
+	v += 10;
 	request(0, 1, 9, 9, 0, v);
 	CHECK(election_answer(N[1], 1) == 1, "vote for node 0");
 	CHECK(N[1]->ctl->fenced_inc[2] == inc2, "the old leader was not fenced (%llu, want %llu)",

@@ -135,6 +135,9 @@ int main(void)
 		node_open(k);
 	inc0 = ctl(0)->incarnation;
 	inc1 = ctl(1)->incarnation;
+	/* The peers fenced below are leaders being left. */
+	ctl(1)->status.role = ROLE_LEADER;
+	ctl(2)->status.role = ROLE_LEADER;
 
 	/* A few MB of log in node 0's region, then writes of both peers. */
 	log0 = (char *)base[0] + REGION_CTL_SIZE;
@@ -146,6 +149,14 @@ int main(void)
 	put(1, A, 0x1111);
 	put(2, B, 0x2222);
 	CHECK(word0(A) == 0x1111 && word0(B) == 0x2222, "writes before the fence did not land");
+
+	/* A fence of a peer that leads no more does nothing: a deposed leader
+	 * re-executed as a backup (a new incarnation) before the fence. */
+	before = ino_of(0);
+	ctl(2)->status.role = ROLE_BACKUP;
+	CHECK(t[0]->ops->fence(t[0], 2) == 0, "fence of a backup");
+	CHECK(ino_of(0) == before && !ctl(0)->fenced_inc[2], "a backup was fenced");
+	ctl(2)->status.role = ROLE_LEADER;
 
 	/* A fence of a peer that is not running does nothing. */
 	pid_t dead = fork();

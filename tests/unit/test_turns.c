@@ -7,7 +7,8 @@
  * when the socket holds more, turns follow the log's order across
  * connections and each connection's own order, and the end of stream is
  * a turn of its own.
- * In place (the server watches the connections with epoll): the ready fds
+ * In place (the server watches the connections with epoll, and so a new
+ * connection's input before it watches that one too): the ready fds
  * are the held turns in log order, stopping before a second turn of one
  * fd; replay_take() serves only the head turn, at most its bytes; a
  * server about to sleep is told to when nothing is ready and is kicked
@@ -217,9 +218,9 @@ static void in_place(void)
 	uint64_t ci, di, ei;
 	struct srv_conn c = open_conn(&ci), d = open_conn(&di), e = open_conn(&ei);
 
-	replay_tap_watch(c.tap, 1, 0);
-	replay_tap_watch(d.tap, 1, 0);
-	replay_tap_watch(e.tap, 1, 0);
+	replay_tap_watch(r, c.tap, 1, 0);
+	replay_tap_watch(r, d.tap, 1, 0);
+	replay_tap_watch(r, e.tap, 1, 0);
 	EXPECT_READY(0);
 	exec(ENTRY_RECV, ci, "c1");
 	exec(ENTRY_RECV, di, "dd2");
@@ -260,6 +261,34 @@ static void in_place(void)
 	EXPECT_READY(0);
 }
 
+/* An epoll server (it watched its connections before): the input of a
+ * connection it has not watched yet is held too, not put into the socket,
+ * where bytes of a later turn would wake its epoll_wait for nothing until
+ * their turn (a restart replays a long log: every connection's input
+ * comes right after its ACCEPT).  The watch wakes the set for it. */
+static void held_before_watch(void)
+{
+	uint64_t ci;
+	struct srv_conn c = open_conn(&ci);
+	struct pollfd p = { c.fd, POLLIN, 0 };
+	int w = replay_waker_open(r), fd;
+
+	CHECK(replay_server_sleep(r, w), "a server with nothing ready was kept awake");
+	exec(ENTRY_RECV, ci, "c1");
+	CHECK(poll(&p, 1, 50) == 0, "the input of a connection not watched yet went into its socket");
+	CHECK(replay_ready_fds(r, w, &fd, 1) == 0, "a connection no set watches was reported ready");
+	CHECK(!kicked_waker(w), "a set was kicked for a connection it does not watch");
+	replay_tap_watch(r, c.tap, 1, w);
+	CHECK(kicked_waker(w), "the set that now watches C was not woken for its held turn");
+	replay_server_awake(r, w);
+	CHECK(replay_ready_fds(r, w, &fd, 1) == 1 && fd == c.fd, "C's held turn is not ready");
+	expect_take(&c, 100, "c1", __LINE__);
+	CHECK(!replay_maintain(r), "turns left after the take");
+	replay_tap_close(r, c.tap);
+	close(c.fd);
+	replay_waker_close(r, w);
+}
+
 /* A multi-threaded server: two epoll sets (two threads), each with its
  * own waker.  A thread sees ready only its own set's turns from the head
  * on, and the head's move to a turn of the other set wakes that set, not
@@ -272,8 +301,8 @@ static void two_sets(void)
 
 	CHECK(wa > 0 && wb > 0 && wa != wb, "wakers %d and %d", wa, wb);
 	CHECK(replay_waker_fd(r, wa) != replay_waker_fd(r, wb), "two sets share an eventfd");
-	replay_tap_watch(c.tap, 1, wa);
-	replay_tap_watch(d.tap, 1, wb);
+	replay_tap_watch(r, c.tap, 1, wa);
+	replay_tap_watch(r, d.tap, 1, wb);
 
 	/* B's thread sleeps: the head is A's. */
 	CHECK(replay_server_sleep(r, wb), "B kept awake with nothing of its own ready");
@@ -398,8 +427,8 @@ static void request_order(void)
 	rd = open_conn(&di);
 	CHECK(pthread_create(&a, NULL, thread_a_main, NULL) == 0, "pthread_create");
 	node.cfg.thread_order = ORDER_REQUESTS;
-	replay_tap_watch(rc.tap, 1, wa);
-	replay_tap_watch(rd.tap, 1, wb);
+	replay_tap_watch(r, rc.tap, 1, wa);
+	replay_tap_watch(r, rd.tap, 1, wb);
 	exec(ENTRY_RECV, ci, "c1");
 	exec(ENTRY_RECV, di, "d2");
 	exec(ENTRY_RECV, ci, "c3");
@@ -585,11 +614,14 @@ int main(void)
 	r = replay_new(&node);
 	CHECK(r, "replay_new");
 
+	/* A server that never watched a connection with epoll first: once
+	 * one did, replay holds new connections' input (held_before_watch). */
 	socket_path();
+	gate_wait();
 	in_place();
+	held_before_watch();
 	two_sets();
 	request_order();
-	gate_wait();
 
 	printf("ok\n");
 	return 0;
