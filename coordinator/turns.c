@@ -117,6 +117,8 @@ size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want)
 		return 0;
 	if (s->type == ENTRY_CLOSE)
 		return want;
+	if (s->data)
+		return 0;	/* held here, none of it in the socket */
 	return want < s->remaining ? want : (size_t)s->remaining;
 }
 
@@ -131,6 +133,10 @@ size_t replay_gate_wait(struct replay *r, struct replay_tap *t, size_t want, int
 
 		if (cap)
 			return cap;
+		s = sched_head(r, &h);
+		if (s && s->tap == t && s->gen == t->gen && s->data &&
+		    !__atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
+			return REPLAY_GATE_HELD;
 		/* The server closed it meanwhile, or this node leads now: the
 		 * socket says what there is. */
 		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED ||

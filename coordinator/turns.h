@@ -63,14 +63,20 @@ struct replay_tap;
  * one of our replay connections, NULL for anybody else. */
 struct replay_tap *replay_tap_claim(struct replay *r, int fd, const void *peer_sockaddr,
 				    uint16_t peer_port);
-/* Before the server reads a replay connection: how many bytes it may read
- * now (at most WANT); 0 when it is not this connection's turn. */
+/* Before the server reads a replay connection's socket: how many bytes it
+ * may read now (at most WANT); 0 when it is not this connection's turn,
+ * or when the turn's bytes are held here (replay_take serves them: the
+ * socket may hold the connection's end of stream already, and reading it
+ * out of turn would end the connection before its input). */
 size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want);
+/* replay_gate_wait's answer when the turn that came is held here: the read
+ * is for replay_take. */
+#define REPLAY_GATE_HELD ((size_t)-1)
 /* replay_gate() said 0 for a connection no epoll set watches (a thread
  * per connection, poll(), blocking reads): waits for the turn, until it
  * comes if BLOCKING, else up to 10 ms (none when the head's connection was
  * last read by this thread: only it can take that turn); returns
- * replay_gate()'s answer then.  Not for connections in an epoll set:
+ * replay_gate()'s answer then, or REPLAY_GATE_HELD.  Not for connections in an epoll set:
  * epoll reports their turns. */
 size_t replay_gate_wait(struct replay *r, struct replay_tap *t, size_t want, int blocking);
 /* After it read: N > 0 bytes, or end of stream (N == 0). */

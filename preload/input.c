@@ -45,10 +45,27 @@ static size_t gate(int fd, struct fd_slot *s, size_t want, int flags)
 	cap = replay_gate(node_replay(shim_node), s->tap, want);
 	if (!cap && !s->ep_set)
 		cap = replay_gate_wait(node_replay(shim_node), s->tap, want,
-				       shim_read_blocks(fd, flags));
+				       shim_read_blocks(fd, flags));	/* or REPLAY_GATE_HELD */
 	if (!cap)
 		errno = EAGAIN;
 	return cap;
+}
+
+static int served_here(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt, int flags,
+		       ssize_t *ret);
+
+/* A read of S: 1 when served without the socket (*RET set: served_here),
+ * else 0 with *CAP, how much the socket may give now (0: EAGAIN set).  A
+ * turn held here that comes while a read waits for it is taken here. */
+static int take_or_gate(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt,
+			int flags, ssize_t *ret, size_t *cap)
+{
+	while (!served_here(fd, s, iov, iovcnt, flags, ret)) {
+		*cap = gate(fd, s, iov_total(iov, iovcnt), flags);
+		if (*cap != REPLAY_GATE_HELD)
+			return 0;
+	}
+	return 1;
 }
 
 #define IOV_CAP 64
@@ -102,9 +119,10 @@ static ssize_t read_tracked(int fd, struct fd_slot *s, void *buf, size_t len)
 {
 	struct iovec iov = { buf, len };
 	ssize_t n;
-	if (served_here(fd, s, &iov, 1, 0, &n))
+	size_t cap;
+
+	if (take_or_gate(fd, s, &iov, 1, 0, &n, &cap))
 		return n;
-	size_t cap = gate(fd, s, len, 0);
 	if ((len && !cap) || !room_for(fd, s))
 		return -1;
 	iov.iov_len = cap;
@@ -131,10 +149,10 @@ static ssize_t readv_tracked(int fd, struct fd_slot *s, const struct iovec *iov,
 	size_t want, cap;
 	ssize_t n;
 
-	if (served_here(fd, s, iov, iovcnt, 0, &n))
+	if (take_or_gate(fd, s, iov, iovcnt, 0, &n, &cap))
 		return n;
 	want = iov_total(iov, iovcnt);
-	if ((!(cap = gate(fd, s, want, 0)) && want) || !room_for(fd, s))
+	if ((!cap && want) || !room_for(fd, s))
 		return -1;
 	if (cap < want) {
 		iovcnt = iov_cap(iov, iovcnt, cap, capped);
@@ -163,7 +181,11 @@ static ssize_t recvfrom_tracked(int fd, struct fd_slot *s, void *buf, size_t len
 	struct iovec iov = { buf, len };
 	ssize_t n;
 
-	if (served_here(fd, s, &iov, 1, flags, &n)) {
+	size_t cap;
+	int served = (flags & MSG_PEEK) ? served_here(fd, s, &iov, 1, flags, &n)
+					: take_or_gate(fd, s, &iov, 1, flags, &n, &cap);
+
+	if (served) {
 		if (n >= 0 && alen)
 			*alen = 0;	/* a stream socket names no sender */
 		return n;
@@ -171,7 +193,6 @@ static ssize_t recvfrom_tracked(int fd, struct fd_slot *s, void *buf, size_t len
 	/* A peek leaves the bytes in the socket: they count when really read. */
 	if (flags & MSG_PEEK)
 		return real.recvfrom(fd, buf, len, flags, addr, alen);
-	size_t cap = gate(fd, s, len, flags);
 	if ((len && !cap) || !room_for(fd, s))
 		return -1;
 	iov.iov_len = cap;
@@ -207,7 +228,11 @@ static ssize_t recvmsg_tracked(int fd, struct fd_slot *s, struct msghdr *msg, in
 	size_t orig_len = msg->msg_iovlen, want, cap;
 	ssize_t n;
 
-	if (served_here(fd, s, msg->msg_iov, (int)msg->msg_iovlen, flags, &n)) {
+	int served = (flags & MSG_PEEK)
+			     ? served_here(fd, s, msg->msg_iov, (int)msg->msg_iovlen, flags, &n)
+			     : take_or_gate(fd, s, msg->msg_iov, (int)msg->msg_iovlen, flags, &n, &cap);
+
+	if (served) {
 		if (n >= 0) {
 			msg->msg_namelen = 0;
 			msg->msg_controllen = 0;
@@ -218,7 +243,7 @@ static ssize_t recvmsg_tracked(int fd, struct fd_slot *s, struct msghdr *msg, in
 	if (flags & MSG_PEEK)
 		return real.recvmsg(fd, msg, flags);
 	want = iov_total(msg->msg_iov, (int)msg->msg_iovlen);
-	if ((!(cap = gate(fd, s, want, flags)) && want) || !room_for(fd, s))
+	if ((!cap && want) || !room_for(fd, s))
 		return -1;
 	if (cap < want) {
 		msg->msg_iovlen = (size_t)iov_cap(orig_iov, (int)orig_len, cap, capped);

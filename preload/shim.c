@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +73,15 @@ static void shim_reexec(struct node *n)
 	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
 		pr_perror("close_range");
 	pr_info("re-executing %s to replay the log into a fresh server", argv[0]);
+	/* By its path where it still has one: through /proc/self/exe the
+	 * process would be named "exe" (ps, top, pkill memcached). */
+	char exe[PATH_MAX];
+	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (k > 0 && (size_t)k < sizeof(exe) - 1) {
+		exe[k] = '\0';
+		if (!strstr(exe, " (deleted)"))
+			execv(exe, argv);
+	}
 	execv("/proc/self/exe", argv);
 	pr_perror("cannot re-execute the server; refusing clients");
 }

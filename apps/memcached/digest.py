@@ -3,6 +3,7 @@
 
     digest.py [--host H] --port ADMIN_PORT [--keys K] [--prefix P] [--key NAME ...]
     digest.py [--host H] --port ADMIN_PORT --all
+    (--dump: also every item, "key flags value" a line, before the digest)
 
 Prints "<sha256> <keys present>": the SHA-256 of "key value flags\\n" for
 every present key, in the order of the keys' names (bytes), so that both
@@ -58,6 +59,7 @@ def main():
     ap.add_argument("--prefix", default="key")
     ap.add_argument("--key", action="append", default=[], help="one more key (repeatable)")
     ap.add_argument("--all", action="store_true", help="every key the server holds")
+    ap.add_argument("--dump", action="store_true", help="print every item read, a line each")
     args = ap.parse_args()
     try:
         c = Conn(args.host, args.port, timeout=30)
@@ -74,6 +76,8 @@ def main():
                 if k in found:
                     flags, val = found[k]
                     h.update(b"%s %s %d\n" % (k.encode(), val, flags))
+                    if args.dump:
+                        print("%s %d %s" % (k, flags, val.decode("latin-1")))
                     present += 1
         c.close()
     except Exception as e:  # noqa: BLE001 - any failure means no digest

@@ -283,6 +283,22 @@ static void held_before_watch(void)
 	replay_server_awake(r, w);
 	CHECK(replay_ready_fds(r, w, &fd, 1) == 1 && fd == c.fd, "C's held turn is not ready");
 	expect_take(&c, 100, "c1", __LINE__);
+
+	/* Its end of stream comes while input is still held (a new view
+	 * closes every connection at once): the socket holds the FIN and must
+	 * not be read for the held turn, or the server would take the end of
+	 * stream for the input and drop it. */
+	char buf[8];
+	exec(ENTRY_RECV, ci, "c2");
+	exec(ENTRY_CLOSE, ci, NULL);
+	CHECK(poll(&p, 1, 2000) == 1, "no end of stream in the socket");
+	CHECK(replay_gate(r, c.tap, 100) == 0, "the socket may be read while a held turn heads");
+	CHECK(replay_gate_wait(r, c.tap, 100, 1) == REPLAY_GATE_HELD,
+	      "a blocking read was not sent to its held turn");
+	expect_take(&c, 100, "c2", __LINE__);
+	CHECK(replay_gate(r, c.tap, 100) == 100, "the end of stream is C's turn now");
+	CHECK(read(c.fd, buf, sizeof(buf)) == 0, "no end of stream");
+	replay_tap_read(r, c.tap, 0);
 	CHECK(!replay_maintain(r), "turns left after the take");
 	replay_tap_close(r, c.tap);
 	close(c.fd);
