@@ -442,6 +442,14 @@ static int exchange(int fd, const char *sweep, size_t len, uint64_t deadline, st
 				 * server wrote to this client. */
 				out_hash_feed(&r->h, buf, (size_t)k, NULL, NULL);
 				quiet_since = cli_mono_ms();
+				/* More after a quiet spell (a loaded leader): ask again
+				 * now, while the connection still runs, not after its
+				 * end, when a backup may have checked it already and
+				 * let many others push it out of its ring. */
+				if (shut) {
+					ask_all(ws, r->h.off, r->h.crc);
+					r->asked = r->h;
+				}
 			}
 		}
 	}
