@@ -12,6 +12,7 @@
 
 #include "../checker/outcheck.h"
 #include "entry.h"
+#include "local_ports.h"
 #include "node_internal.h"
 
 #define SCHED_SIZE 8192
@@ -59,6 +60,7 @@ struct rconn {
 	int dead;		/* no socket, or the server dropped it: skip its entries */
 	int eof;		/* we read the end of the server's output */
 	struct replay_tap *tap;
+	uint64_t turns_end;	/* the schedule's tail after its newest RECV turn */
 	uint64_t last_turn;	/* closing: the schedule's tail after its last turn */
 	uint64_t closed_ns;	/* when the server had taken them all (0: not yet) */
 	struct rconn *next;	/* hash chain, then the closing list */
@@ -71,6 +73,7 @@ struct replay {
 	socklen_t app_len;
 	int epfd;
 	struct replay_tap *taps;	/* indexed by our local port */
+	struct local_ports ports;	/* ... which we choose (local_ports.h) */
 	struct rconn *buckets[NBUCKETS];
 	struct rconn *closing;
 
