@@ -51,7 +51,6 @@ struct replay *replay_new(struct node *n)
 	config_node_path(&n->cfg, n->self, DIVERGENCE_FILE, r->divergence_path,
 			 sizeof(r->divergence_path));
 	r->taps = calloc(65536, sizeof(*r->taps));
-	local_ports_init(&r->ports);
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
 	for (int i = 0; i < WAKERS; i++)
 		r->wakers[i].fd = -1;
@@ -107,6 +106,7 @@ static void sched_push(struct replay *r, struct replay_tap *t, uint32_t type, ui
 	s->data = data;
 	s->len = len;
 	s->done = 0;
+	s->asked_ns = s->last_ask_ns = 0;
 	/* Pairs with the acquire loads of tail in replay_gate(). */
 	__atomic_store_n(&r->tail, r->tail + 1, __ATOMIC_RELEASE);
 	replay_kick_head(r);
@@ -212,36 +212,38 @@ static void conn_free(struct replay *r, struct rconn *c)
 	free(c);
 }
 
-/* Our connection to the server: a socket bound to our address with a port
- * whose tap is free, the tap armed, the connect under way.  The socket, or
- * -EADDRINUSE when no port was found this time, or -errno (no server). */
+/* A client socket bound to our address with a port whose tap is free. */
 static int open_replay_socket(struct replay *r, struct replay_tap **tapp)
 {
-	/* Ports another socket holds (bind refuses them) or whose TIME_WAIT
-	 * the kernel will not recycle (connect refuses them) are passed. */
-	for (int tries = 0; tries < 512; tries++) {
+	for (int tries = 0; tries < 16; tries++) {
 		struct sockaddr_storage local = r->app;
-		uint16_t port = local_ports_next(&r->ports);
-		struct replay_tap *t = &r->taps[port];
-		int s, one = 1;
+		socklen_t len = r->app_len;
+		int s = socket(r->app.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		uint16_t port;
 
-		/* The server still holds an old connection from this port. */
-		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_FREE)
-			continue;
-		s = socket(r->app.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (s < 0)
 			return -errno;
 		if (local.ss_family == AF_INET)
-			((struct sockaddr_in *)&local)->sin_port = htons(port);
+			((struct sockaddr_in *)&local)->sin_port = 0;
 		else
-			((struct sockaddr_in6 *)&local)->sin6_port = htons(port);
+			((struct sockaddr_in6 *)&local)->sin6_port = 0;
 		/* Bound before connecting: the tap must be armed before the
 		 * server can possibly accept.  SO_REUSEADDR lets the bind take
 		 * a port whose last replay connection is in TIME_WAIT: a long
 		 * log replayed after a restart opens thousands in seconds. */
+		int one = 1;
 		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(s, (struct sockaddr *)&local, r->app_len) < 0) {
+		if (bind(s, (struct sockaddr *)&local, len) < 0 ||
+		    getsockname(s, (struct sockaddr *)&local, &len) < 0) {
+			int e = -errno;
 			sys.close(s);
+			return e;
+		}
+		port = ntohs(local.ss_family == AF_INET ? ((struct sockaddr_in *)&local)->sin_port
+							: ((struct sockaddr_in6 *)&local)->sin6_port);
+		struct replay_tap *t = &r->taps[port];
+		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_FREE) {
+			sys.close(s);	/* the server still holds an old connection from this port */
 			continue;
 		}
 		t->srv_fd = -1;
@@ -257,16 +259,8 @@ static int open_replay_socket(struct replay *r, struct replay_tap **tapp)
 		t->free_eof = 0;
 		/* Pairs with the CAS in replay_tap_claim(). */
 		__atomic_store_n(&t->state, TAP_ARMED, __ATOMIC_RELEASE);
-		if (connect(s, (struct sockaddr *)&r->app, r->app_len) == 0 || errno == EINPROGRESS) {
-			*tapp = t;
-			return s;
-		}
-		int e = errno;
-		/* No connection came of it: nobody can have claimed the tap. */
-		__atomic_store_n(&t->state, TAP_FREE, __ATOMIC_RELEASE);
-		sys.close(s);
-		if (e != EADDRNOTAVAIL && e != EADDRINUSE)
-			return -e;
+		*tapp = t;
+		return s;
 	}
 	return -EADDRINUSE;
 }
@@ -289,7 +283,7 @@ static int conn_open(struct replay *r, uint64_t view, uint64_t idx, struct rconn
 	/* Every port of the range is taken (TIME_WAIT of many short client
 	 * connections on this address): they free within a minute.  Wait
 	 * for one: dropping the connection would drop its writes. */
-	if (s == -EADDRINUSE) {
+	if (s == -EADDRINUSE || s == -EADDRNOTAVAIL) {
 		uint64_t now = now_ns();
 
 		free(c);
@@ -309,8 +303,13 @@ static int conn_open(struct replay *r, uint64_t view, uint64_t idx, struct rconn
 	c->next = r->buckets[idx % NBUCKETS];
 	r->buckets[idx % NBUCKETS] = c;
 	if (s < 0) {
-		pr_err("connection %llu: cannot connect to the local server: %s",
-		       (unsigned long long)idx, strerror(-s));
+		pr_err("connection %llu: no socket: %s", (unsigned long long)idx, strerror(-s));
+		c->dead = 1;
+		return 1;
+	}
+	if (connect(s, (struct sockaddr *)&r->app, r->app_len) < 0 && errno != EINPROGRESS) {
+		pr_perror("connection %llu: cannot connect to the local server",
+			  (unsigned long long)idx);
 		c->dead = 1;
 		return 1;
 	}
@@ -390,14 +389,12 @@ static int exec_recv(struct replay *r, const struct entry_hdr *e)
 				memcpy(copy, data, e->data_sz);
 				__atomic_add_fetch(&r->held, e->data_sz, __ATOMIC_RELEASE);
 				sched_push(r, c->tap, ENTRY_RECV, e->data_sz, copy);
-				c->turns_end = r->tail;
 				return 1;
 			}
 		}
 		/* The turn goes in before the bytes, so the server never finds
 		 * bytes it may not account for. */
 		sched_push(r, c->tap, ENTRY_RECV, e->data_sz, NULL);
-		c->turns_end = r->tail;
 		r->phase = 1;
 	}
 	while (r->sent_off < e->data_sz) {
@@ -457,15 +454,6 @@ static int exec_close(struct replay *r, const struct entry_hdr *e)
 		if (!c->dead && !c->eof && out_off(r, c) < last->offset) {
 			uint64_t now = now_ns(), off;
 
-			/* Our server has not taken the connection's last input
-			 * yet (it is behind: a restart, a new leader executing a
-			 * long log): no reply can be there, and giving up after
-			 * CLOSE_IDLE_NS cost 50 ms a connection.  The bounds start
-			 * once it has (the turns queued before keep it busy). */
-			if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) < c->turns_end) {
-				r->started_ns = r->progress_ns = now;
-				return 0;
-			}
 			conn_drain(r, c, 1);
 			off = out_off(r, c);
 			if (off != r->seen_off) {	/* still writing */
@@ -625,6 +613,18 @@ static void skip_dead_turns(struct replay *r)
 			/* (done_ns may be later than NOW, taken before the loop.)
 			 * A thread that runs (a slow request, a loaded machine)
 			 * keeps the order; one that waits (a lock) loses it. */
+			/* One that has asked its connection for more input
+			 * for as long (a thread per connection polling a socket
+			 * that holds later turns' bytes, running all along)
+			 * waits for input: on the leader others read meanwhile,
+			 * or the log would hold its input next. */
+			uint64_t asked = __atomic_load_n(&s->asked_ns, __ATOMIC_RELAXED);
+			int waits = asked && __atomic_load_n(&s->last_ask_ns, __ATOMIC_RELAXED) -
+							 asked >= ORDER_STALL_NS;
+			if (waits) {
+				sched_advance(r, h);
+				continue;
+			}
 			if (__atomic_load_n(&s->done_ns, __ATOMIC_RELAXED) + ORDER_STALL_NS > now ||
 			    thread_running(__atomic_load_n(&s->tap->reader, __ATOMIC_RELAXED)))
 				return;

@@ -12,7 +12,6 @@
 
 #include "../checker/outcheck.h"
 #include "entry.h"
-#include "local_ports.h"
 #include "node_internal.h"
 
 #define SCHED_SIZE 8192
@@ -51,6 +50,10 @@ struct turn {
 	 * has not asked for input since (its request runs); the head stays. */
 	uint32_t done;
 	uint64_t done_ns;
+	/* ... and its thread read the connection again and was refused
+	 * (its turn was all it had): first and last time.  A thread that
+	 * keeps asking waits for input, it does not execute. */
+	uint64_t asked_ns, last_ask_ns;
 };
 
 struct rconn {
@@ -60,7 +63,6 @@ struct rconn {
 	int dead;		/* no socket, or the server dropped it: skip its entries */
 	int eof;		/* we read the end of the server's output */
 	struct replay_tap *tap;
-	uint64_t turns_end;	/* the schedule's tail after its newest RECV turn */
 	uint64_t last_turn;	/* closing: the schedule's tail after its last turn */
 	uint64_t closed_ns;	/* when the server had taken them all (0: not yet) */
 	struct rconn *next;	/* hash chain, then the closing list */
@@ -73,7 +75,6 @@ struct replay {
 	socklen_t app_len;
 	int epfd;
 	struct replay_tap *taps;	/* indexed by our local port */
-	struct local_ports ports;	/* ... which we choose (local_ports.h) */
 	struct rconn *buckets[NBUCKETS];
 	struct rconn *closing;
 

@@ -56,11 +56,14 @@ void replay_request_done(struct replay *r)
  * connection at a time).  A read of the same connection goes on with the
  * request when the next turn is T's too (a MySQL packet's header, then
  * its body: on the leader the token kept other reads from coming between
- * them); otherwise the request still runs and the read waits. */
+ * them); otherwise the request still runs and the read waits, unless the
+ * thread keeps asking for 50 ms: then it waits for input, and
+ * skip_dead_turns lets the next turn go. */
 static void request_reads_on(struct replay *r, struct replay_tap *t)
 {
-	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-	const struct turn *mine, *next;
+	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), now;
+	struct turn *mine;
+	const struct turn *next;
 
 	if (pending_r != r)
 		return;
@@ -69,11 +72,19 @@ static void request_reads_on(struct replay *r, struct replay_tap *t)
 		replay_request_done(r);
 		return;
 	}
-	if (h + 1 == __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE))
-		return;
-	next = &r->sched[(h + 1) % SCHED_SIZE];
-	if (next->tap == t && next->gen == t->gen)
-		replay_request_done(r);
+	if (h + 1 != __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE)) {
+		next = &r->sched[(h + 1) % SCHED_SIZE];
+		if (next->tap == t && next->gen == t->gen) {
+			replay_request_done(r);
+			return;
+		}
+	}
+	/* Refused: an event loop reads until EAGAIN and then executes; a
+	 * thread that keeps asking waits for more input (skip_dead_turns). */
+	now = now_ns();
+	if (!__atomic_load_n(&mine->asked_ns, __ATOMIC_RELAXED))
+		__atomic_store_n(&mine->asked_ns, now, __ATOMIC_RELAXED);
+	__atomic_store_n(&mine->last_ask_ns, now, __ATOMIC_RELAXED);
 }
 
 struct replay_tap *replay_tap_claim(struct replay *r, int fd, const void *peer_sockaddr,
