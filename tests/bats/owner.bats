@@ -127,7 +127,13 @@ function stop_and_check_clean() {
 	printf '#!/bin/sh\n[ "$1" = restore ] && while [ ! -e %s ]; do sleep 0.05; done\nexec %s "$@"\n' \
 		"$go" "$(command -v criu)" >"$criu_wait"
 	chmod +x "$criu_wait"
-	kill -KILL "$(redis_pid "$victim")"
+	local victim_pid
+	victim_pid=$(redis_pid "$victim")
+	kill -KILL "$victim_pid"
+	# Dead (a zombie: its frozen guard reaps nothing) before apus restore
+	# looks, or it finds the node running: SIGKILL takes a moment.
+	retry 200 0.05 bash -c "! [ -e /proc/$victim_pid ] || grep -q '^State:[[:space:]]*[ZX]' /proc/$victim_pid/status" ||
+		{ kill -CONT "$gpid"; fail "node $victim's server (pid $victim_pid) outlived SIGKILL"; }
 	APUS_CRIU=$criu_wait "$APUS" restore --config "$CONF" --node "$victim" >"$BATS_TEST_TMPDIR/restore.out" 2>&1 3>&- &
 	restore_pid=$!
 	retry 200 0.05 grep -q "apus restore" <<<"$(holder "$victim")" || {
