@@ -51,23 +51,6 @@ static size_t gate(int fd, struct fd_slot *s, size_t want, int flags)
 	return cap;
 }
 
-static int served_here(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt, int flags,
-		       ssize_t *ret);
-
-/* A read of S: 1 when served without the socket (*RET set: served_here),
- * else 0 with *CAP, how much the socket may give now (0: EAGAIN set).  A
- * turn held here that comes while a read waits for it is taken here. */
-static int take_or_gate(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt,
-			int flags, ssize_t *ret, size_t *cap)
-{
-	while (!served_here(fd, s, iov, iovcnt, flags, ret)) {
-		*cap = gate(fd, s, iov_total(iov, iovcnt), flags);
-		if (*cap != REPLAY_GATE_HELD)
-			return 0;
-	}
-	return 1;
-}
-
 #define IOV_CAP 64
 #define ROOM_WAIT_US 1000
 
@@ -98,6 +81,23 @@ static int served_here(int fd, struct fd_slot *s, const struct iovec *iov, int i
 		return replay_take(node_replay(shim_node), s->tap, iov, iovcnt, ret);
 	}
 	return readahead_take(fd, s, iov, iovcnt, flags & MSG_PEEK, ret);
+}
+
+/* A read of S: 1 when served without the socket (*RET set: served_here),
+ * else 0 with *CAP, how much the socket may give now (0: EAGAIN set; a
+ * peek is not gated: it leaves the bytes where they are).  A turn held
+ * here that comes while a read waits for it is taken here. */
+static int take_or_gate(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt,
+			int flags, ssize_t *ret, size_t *cap)
+{
+	while (!served_here(fd, s, iov, iovcnt, flags, ret)) {
+		if (flags & MSG_PEEK)
+			return 0;
+		*cap = gate(fd, s, iov_total(iov, iovcnt), flags);
+		if (*cap != REPLAY_GATE_HELD)
+			return 0;
+	}
+	return 1;
 }
 
 /* Copies IOV into OUT truncated to CAP bytes; returns the number of entries. */
@@ -182,10 +182,8 @@ static ssize_t recvfrom_tracked(int fd, struct fd_slot *s, void *buf, size_t len
 	ssize_t n;
 
 	size_t cap;
-	int served = (flags & MSG_PEEK) ? served_here(fd, s, &iov, 1, flags, &n)
-					: take_or_gate(fd, s, &iov, 1, flags, &n, &cap);
 
-	if (served) {
+	if (take_or_gate(fd, s, &iov, 1, flags, &n, &cap)) {
 		if (n >= 0 && alen)
 			*alen = 0;	/* a stream socket names no sender */
 		return n;
@@ -228,11 +226,7 @@ static ssize_t recvmsg_tracked(int fd, struct fd_slot *s, struct msghdr *msg, in
 	size_t orig_len = msg->msg_iovlen, want, cap;
 	ssize_t n;
 
-	int served = (flags & MSG_PEEK)
-			     ? served_here(fd, s, msg->msg_iov, (int)msg->msg_iovlen, flags, &n)
-			     : take_or_gate(fd, s, msg->msg_iov, (int)msg->msg_iovlen, flags, &n, &cap);
-
-	if (served) {
+	if (take_or_gate(fd, s, msg->msg_iov, (int)msg->msg_iovlen, flags, &n, &cap)) {
 		if (n >= 0) {
 			msg->msg_namelen = 0;
 			msg->msg_controllen = 0;
