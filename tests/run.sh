@@ -142,6 +142,21 @@ drop_test_regions() {
 	done
 }
 
+# The first lines of a failed test's own message, kept for the summary at
+# the end (CI shows a log's head and tail: the middle, where the full
+# diagnostics are, may be cut). bats's stack trace lines are left out.
+why_lines=0
+note_why() {
+	local l=${1#\#}
+	l=${l#"${l%%[![:space:]]*}"}
+	case $l in
+	"" | "(from function"* | "from function"* | "in test file"* | "\`"*) return ;;
+	esac
+	[ "$why_lines" -ge 6 ] && return
+	why_lines=$((why_lines + 1))
+	failures[${#failures[@]} - 1]+=$'\n      '"${l:0:400}"
+}
+
 for run in "${bats_files[@]}"; do
 	f=${run%%|*}
 	setting=
@@ -166,6 +181,7 @@ for run in "${bats_files[@]}"; do
 			failed=$((failed + 1))
 			failures+=("$suite: $name")
 			in_fail=1
+			why_lines=0
 			;;
 		"ok "*)
 			seen=$((seen + 1))
@@ -188,6 +204,7 @@ for run in "${bats_files[@]}"; do
 			if [ "$in_fail" -eq 1 ] || [[ "$line" != "#"* ]]; then
 				echo "    $line"
 			fi
+			[ "$in_fail" -eq 1 ] && note_why "$line"
 			;;
 		esac
 	done < <(env ${setting:+"$setting"} timeout --kill-after=30 "$BATS_TIMEOUT" bats --tap "$f" 2>&1 </dev/null)
