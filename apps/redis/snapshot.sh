@@ -6,7 +6,9 @@
 #
 # apus ties the snapshot to a log entry at the server's fork (the leader is
 # never paused; a backup holds only until the fork), so this makes the
-# server fork once: BGSAVE, retried while another save runs.  Exits 0
+# server fork once: BGSAVE, retried while another save runs or while the
+# server still loads its dataset (a replica just rebuilt or restarted
+# follows its log while Redis loads; BGSAVE then says LOADING).  Exits 0
 # once that save succeeded, non-zero otherwise.
 set -u
 sock=${1:?usage: snapshot.sh SOCK}
@@ -15,11 +17,11 @@ cli() { redis-cli -s "$sock" "$@"; }
 tries=0
 until out=$(cli BGSAVE) && [ "$out" = "Background saving started" ]; do
 	case $out in
-	*"in progress"*) ;;
+	*"in progress"* | LOADING*) ;;
 	*) echo "snapshot.sh: BGSAVE: $out" >&2; exit 1 ;;
 	esac
 	tries=$((tries + 1))
-	[ $tries -lt 600 ] || { echo "snapshot.sh: another save never ended" >&2; exit 1; }
+	[ $tries -lt 600 ] || { echo "snapshot.sh: BGSAVE: $out (for 30 s)" >&2; exit 1; }
 	sleep 0.05
 done
 tries=0
