@@ -12,6 +12,7 @@ static const char *const fsync_names[] = { "none", "batch", "always" };
 static const char *const transport_names[] = { "shm", "tcp", "rdma" };
 static const char *const commit_wait_names[] = { "read", "reply" };
 static const char *const on_off_names[] = { "off", "on" };
+static const char *const greeting_names[] = { "compare", "skip" };
 static const char *const divergence_names[] = { "report", "unhealthy" };
 static const char *const thread_order_names[] = { "reads", "requests" };
 static const char *const member_names[] = { "voter", "learner", "removed" };
@@ -170,6 +171,8 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_name(p, k, v, commit_wait_names, 2, &c->commit_wait);
 	if (!strcmp(k, "checker"))
 		return parse_name(p, k, v, on_off_names, 2, &c->checker);
+	if (!strcmp(k, "checker_greeting"))
+		return parse_name(p, k, v, greeting_names, 2, &c->checker_greeting);
 	if (!strcmp(k, "read_ahead"))
 		return parse_name(p, k, v, on_off_names, 2, &c->read_ahead);
 	if (!strcmp(k, "replay_in_place"))
@@ -500,6 +503,13 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 	}
 	if (!c->app_cmd[0]) {
 		fail(&p, "app_cmd is not set");
+		goto out;
+	}
+	/* A backup sees its server's greeting only where it replays in
+	 * place: on the socket path it reads the output without knowing
+	 * which bytes came before the server's first read. */
+	if (c->checker_greeting == GREETING_SKIP && !c->replay_in_place) {
+		fail(&p, "checker_greeting = skip needs replay_in_place = on");
 		goto out;
 	}
 	if (c->max_entry > c->log_size / 4)

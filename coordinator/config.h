@@ -4,6 +4,8 @@
  *   log_size = 64M            max_entry = 64K
  *   fsync = none|batch|always fsync_interval_ms = 50
  *   commit_wait = read|reply  checker = on|off  divergence = report|unhealthy
+ *   checker_greeting = compare|skip  (skip: what the server writes to a
+ *             connection before it first reads from it is not compared)
  *   read_ahead = on|off       (leader: one commit round per event-loop pass)
  *   replay_in_place = on|off  (backup: replayed bytes skip the loopback socket)
  *   thread_order = reads|requests  (what the log orders across the server's
@@ -57,6 +59,12 @@ enum thread_order { ORDER_READS = 0, ORDER_REQUESTS };
  * held until everything it has read so far is committed. */
 enum commit_wait { COMMIT_WAIT_READ = 0, COMMIT_WAIT_REPLY };
 
+/* What the output checker makes of a server's greeting: the bytes it
+ * writes to a connection before it first reads from it (MySQL's carries
+ * a random scramble; SMTP's and FTP's often the time).  Either way the
+ * client gets them. */
+enum checker_greeting { GREETING_COMPARE = 0, GREETING_SKIP };
+
 /* What a replica does when its output diverges from the leader's. */
 enum divergence_policy { DIVERGENCE_REPORT = 0, DIVERGENCE_UNHEALTHY };
 
@@ -97,6 +105,7 @@ struct apus_config {
 	int fsync_interval_ms;
 	int commit_wait;
 	int checker;		/* hash and compare output (default on) */
+	int checker_greeting;	/* enum checker_greeting (compare) */
 	int read_ahead;		/* leader: batch a pass's reads (default on) */
 	int replay_in_place;	/* backup: replay without the socket where epoll allows (on) */
 	int thread_order;	/* enum thread_order (reads) */

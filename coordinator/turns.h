@@ -104,9 +104,11 @@ void replay_tap_watch(struct replay *r, struct replay_tap *t, int on, int waker)
 int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt,
 		ssize_t *ret);
 /* The server writes IOV on replay connection T: fed to the output check
- * here rather than through the socket.  1 if taken (the write succeeded
- * whole), 0 for the socket path (the connection is gone). */
-int replay_absorb(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt);
+ * (unless CHECK is 0: a greeting the checker skips) here rather than
+ * through the socket.  1 if taken (the write succeeded whole), 0 for the
+ * socket path (the connection is gone). */
+int replay_absorb(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt,
+		  int check);
 /* The fds of WAKER's set whose held turns come next, in turn order (each
  * taken whole frees the next): at most CAP, stopping before a second turn
  * of one fd and at a turn of another set.  Returns how many. */

@@ -91,6 +91,7 @@ static int admit(int fd)
 		s->conn = vs;
 		s->closed_logged = 0;
 		s->out = (struct out_hash){ 0, 0 };
+		s->heard = 0;
 		readahead_reset(s);
 		s->kind = FD_CLIENT;
 		return 0;
@@ -111,6 +112,7 @@ static int admit(int fd)
 	}
 	s->tap = tap;
 	s->ep_set = 0;
+	s->heard = 0;
 	s->kind = FD_REPLAY;
 	return 0;
 }

@@ -26,6 +26,7 @@ struct fd_slot {
 	struct viewstamp conn;	/* FD_CLIENT: the connection's conn_vs */
 	struct replay_tap *tap;	/* FD_REPLAY */
 	struct out_hash out;	/* FD_CLIENT: what the server wrote to it so far */
+	int heard;		/* FD_CLIENT and FD_REPLAY: the server read input from it */
 	/* FD_CLIENT and FD_REPLAY: */
 	int ep_set;		/* the epoll set watching it for input, plus 1 (0: none) */
 	uint32_t ep_events;	/* and what it registered there */

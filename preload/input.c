@@ -14,6 +14,8 @@ static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcn
 	/* A zero-length read returns 0 without meaning end of stream. */
 	if (n < 0 || (n == 0 && iov_total(iov, iovcnt) == 0))
 		return n;
+	if (n > 0)
+		s->heard = 1;
 	if (s->kind == FD_REPLAY) {
 		replay_tap_read(node_replay(shim_node), s->tap, n);
 		return n;
@@ -97,6 +99,8 @@ static int take_or_gate(int fd, struct fd_slot *s, const struct iovec *iov, int 
 		if (*cap != REPLAY_GATE_HELD)
 			return 0;
 	}
+	if (*ret > 0 && !(flags & MSG_PEEK))
+		s->heard = 1;
 	return 1;
 }
 

@@ -59,15 +59,20 @@ static inline int before_output(int fd, const struct iovec *iov, int iovcnt,
 {
 	struct fd_slot *s = shim_tracked(fd);
 	size_t total;
+	int greeting;
 
 	*hash = NULL;
 	if (!s)
 		return 0;
 	request_order_wrote();
+	/* Written before the server read anything of this connection: the
+	 * same bytes on every replica only if the server's greeting is
+	 * deterministic, which the config may say it is not. */
+	greeting = !s->heard && node_config(shim_node)->checker_greeting == GREETING_SKIP;
 	if (s->kind == FD_REPLAY) {
 		total = iov_total(iov, iovcnt);
 		if (!total || total > SSIZE_MAX ||
-		    !replay_absorb(node_replay(shim_node), s->tap, iov, iovcnt))
+		    !replay_absorb(node_replay(shim_node), s->tap, iov, iovcnt, !greeting))
 			return 0;
 		*ret = (ssize_t)total;
 		return 1;
@@ -86,7 +91,7 @@ static inline int before_output(int fd, const struct iovec *iov, int iovcnt,
 			return 1;
 		}
 	}
-	*hash = node_config(shim_node)->checker ? s : NULL;
+	*hash = node_config(shim_node)->checker && !greeting ? s : NULL;
 	return 0;
 }
 

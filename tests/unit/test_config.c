@@ -90,6 +90,15 @@ int main(void)
 	expect_error("snapshot_file = ../x\n" NODES, 1, "a file name inside data_dir");
 	expect_error("snapshot_file = apus.region\n" NODES, 1, "not apus.*");
 	expect_error("snapshot_cmd = save {data_dir}\n" NODES, 0, "go together");
+	/* A greeting the checker skips: only a backup that replays in place
+	 * knows which output came before its server's first read. */
+	expect_error("checker_greeting = ignore\n" NODES, 1, "not one of compare, skip");
+	expect_error("checker_greeting = skip\nreplay_in_place = off\n" NODES, 0,
+		     "needs replay_in_place = on");
+	CHECK(load(NODES, &c, err, sizeof(err)) == 0 && c.checker_greeting == GREETING_COMPARE,
+	      "default checker_greeting: %d", c.checker_greeting);
+	CHECK(load("checker_greeting = skip\n" NODES, &c, err, sizeof(err)) == 0 &&
+		      c.checker_greeting == GREETING_SKIP, "checker_greeting skip: %s", err);
 	/* Where the regions live: a memory file system by default. */
 	expect_error("region_dir = shm\n" NODES, 1, "absolute directory or 'none'");
 	CHECK(load(NODES, &c, err, sizeof(err)) == 0 && !strcmp(c.region_dir, "/dev/shm"),
