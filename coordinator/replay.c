@@ -307,6 +307,13 @@ static int conn_open(struct replay *r, uint64_t view, uint64_t idx, struct rconn
 		c->dead = 1;
 		return 1;
 	}
+	/* Before connecting: the server may accept and write (a greeting)
+	 * at once, and its writes must find the check in place.  Sent
+	 * through the socket instead, they would reach the check only when
+	 * we drain it, after the writes that followed them in place. */
+	pthread_mutex_lock(&r->out_lock);
+	tap->conn = c;
+	pthread_mutex_unlock(&r->out_lock);
 	if (connect(s, (struct sockaddr *)&r->app, r->app_len) < 0 && errno != EINPROGRESS) {
 		pr_perror("connection %llu: cannot connect to the local server",
 			  (unsigned long long)idx);
@@ -315,9 +322,6 @@ static int conn_open(struct replay *r, uint64_t view, uint64_t idx, struct rconn
 	}
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 	sys.epoll_ctl(r->epfd, EPOLL_CTL_ADD, s, &ev);
-	pthread_mutex_lock(&r->out_lock);
-	tap->conn = c;
-	pthread_mutex_unlock(&r->out_lock);
 	return 1;
 }
 
