@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,10 @@ static __thread int in_init;
  * for a process title (Redis does), so it is read before main() runs. */
 static char *start_args;
 static size_t start_args_len;
+/* ... and the signal mask it started with: the re-exec happens on our role
+ * thread, which blocks every signal, and execve() keeps the caller's mask
+ * (a re-executed Redis ignored SIGTERM: apus stop had to kill it). */
+static sigset_t start_mask;
 
 static void save_cmdline(void)
 {
@@ -73,6 +78,7 @@ static void shim_reexec(struct node *n)
 	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
 		pr_perror("close_range");
 	pr_info("re-executing %s to replay the log into a fresh server", argv[0]);
+	pthread_sigmask(SIG_SETMASK, &start_mask, NULL);
 	/* By its path where it still has one: through /proc/self/exe the
 	 * process would be named "exe" (ps, top, pkill memcached). */
 	char exe[PATH_MAX];
@@ -162,6 +168,7 @@ static void shim_init(void)
 		goto out;
 	}
 	save_cmdline();
+	pthread_sigmask(SIG_SETMASK, NULL, &start_mask);
 	node_reexec_hook = shim_reexec;
 	if (claim_node(config, (int)node)) {
 		shim_mode = MODE_FAILED;

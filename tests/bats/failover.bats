@@ -238,6 +238,12 @@ function others() {
 	done
 	assert_eq "$(status_node "$(status_json)" "$old" role)" backup "role of the restarted old leader"
 	assert_eq "$(wc -l < "$out")" "$before" "hook runs after the old leader's restart ($(tail -n +$((before + 1)) "$out"))"
+	# Deposed, it re-executed its server from our role thread, which
+	# blocks every signal: the fresh server must still take SIGTERM.
+	grep -q "re-executing" "$(data_dir "$old")/apus.log" || fail "the old leader did not re-execute"
+	run timeout 60 "$APUS" stop --config "$CONF" --node "$old" 3>&-
+	assert_eq "$status" 0 "apus stop --node $old: $output"
+	[[ "$output" != *"ignored SIGTERM"* ]] || fail "the re-executed server ignored SIGTERM: $output"
 }
 
 function teardown() {
