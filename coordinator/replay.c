@@ -212,57 +212,86 @@ static void conn_free(struct replay *r, struct rconn *c)
 	free(c);
 }
 
-/* A client socket bound to our address with a port whose tap is free. */
-static int open_replay_socket(struct replay *r, struct replay_tap **tapp)
+/* Arms T for connection C from our socket S: the server's accept of it
+ * claims T from here on (replay_tap_claim). */
+static void tap_arm(struct replay *r, struct replay_tap *t, int s, struct rconn *c)
 {
-	for (int tries = 0; tries < 16; tries++) {
-		struct sockaddr_storage local = r->app;
-		socklen_t len = r->app_len;
-		int s = socket(r->app.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		uint16_t port;
+	t->srv_fd = -1;
+	t->ours = s;
+	t->watched = 0;
+	t->ever_watched = 0;
+	t->waker = 0;
+	/* Before the server can accept and write (a greeting): its writes
+	 * must find the check in place.  Sent through the socket instead,
+	 * they would reach the check only when we drain it, after the
+	 * writes that followed them in place. */
+	pthread_mutex_lock(&r->out_lock);
+	t->conn = c;
+	pthread_mutex_unlock(&r->out_lock);
+	t->gen++;
+	t->free_bytes = 0;
+	t->free_eof = 0;
+	/* Pairs with the CAS in replay_tap_claim(). */
+	__atomic_store_n(&t->state, TAP_ARMED, __ATOMIC_RELEASE);
+}
 
-		if (s < 0)
-			return -errno;
-		if (local.ss_family == AF_INET)
-			((struct sockaddr_in *)&local)->sin_port = 0;
-		else
-			((struct sockaddr_in6 *)&local)->sin6_port = 0;
-		/* Bound before connecting: the tap must be armed before the
-		 * server can possibly accept.  SO_REUSEADDR lets the bind take
-		 * a port whose last replay connection is in TIME_WAIT: a long
-		 * log replayed after a restart opens thousands in seconds. */
-		int one = 1;
-		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(s, (struct sockaddr *)&local, len) < 0 ||
-		    getsockname(s, (struct sockaddr *)&local, &len) < 0) {
-			int e = -errno;
-			sys.close(s);
-			return e;
-		}
-		port = ntohs(local.ss_family == AF_INET ? ((struct sockaddr_in *)&local)->sin_port
-							: ((struct sockaddr_in6 *)&local)->sin6_port);
-		struct replay_tap *t = &r->taps[port];
-		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_FREE) {
-			sys.close(s);	/* the server still holds an old connection from this port */
-			continue;
-		}
-		t->srv_fd = -1;
-		t->ours = s;
-		t->watched = 0;
-		t->ever_watched = 0;
-		t->waker = 0;
-		pthread_mutex_lock(&r->out_lock);
-		t->conn = NULL;
-		pthread_mutex_unlock(&r->out_lock);
-		t->gen++;
-		t->free_bytes = 0;
-		t->free_eof = 0;
-		/* Pairs with the CAS in replay_tap_claim(). */
-		__atomic_store_n(&t->state, TAP_ARMED, __ATOMIC_RELEASE);
-		*tapp = t;
-		return s;
+static uint16_t port_of(const struct sockaddr_storage *a)
+{
+	return ntohs(a->ss_family == AF_INET ? ((const struct sockaddr_in *)a)->sin_port
+					     : ((const struct sockaddr_in6 *)a)->sin6_port);
+}
+
+/* Connects a socket from the server's own address to the server for C,
+ * its tap armed (*TAPP).  Returns the socket, or -errno: -EAGAIN when
+ * the port the kernel gave is still another connection's (try again).
+ *
+ * The kernel picks the port at connect(): bind() to port 0 searches the
+ * range for a port nobody holds, ~2-8 ms a call once TIME_WAIT crowds it
+ * (our own replay connections leave theirs: we end them first), where
+ * connect() takes any port whose four-tuple is free, ~30 us.  The port is
+ * known only once connect() returned, and on loopback the server may
+ * accept before that: replay_tap_claim() waits for the arming meanwhile
+ * (r->connecting). */
+static int open_replay_socket(struct replay *r, struct rconn *c, struct replay_tap **tapp)
+{
+	struct sockaddr_storage local = r->app;
+	socklen_t len = r->app_len;
+	int one = 1, s, e;
+	struct replay_tap *t;
+
+	s = socket(r->app.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	if (local.ss_family == AF_INET)
+		((struct sockaddr_in *)&local)->sin_port = 0;
+	else
+		((struct sockaddr_in6 *)&local)->sin6_port = 0;
+	/* From the server's own address (replay_tap_claim looks for it); the
+	 * port is left to connect(). */
+	setsockopt(s, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+	__atomic_add_fetch(&r->connecting, 1, __ATOMIC_ACQ_REL);
+	if (bind(s, (struct sockaddr *)&local, len) < 0 ||
+	    (connect(s, (struct sockaddr *)&r->app, r->app_len) < 0 && errno != EINPROGRESS) ||
+	    getsockname(s, (struct sockaddr *)&local, &len) < 0) {
+		e = -errno;
+		goto fail;
 	}
-	return -EADDRINUSE;
+	t = &r->taps[port_of(&local)];
+	/* The server still holds an earlier connection from this port
+	 * (ours ended, the four-tuple is free): this one it cannot tell
+	 * apart; drop it (its accept is refused) and take another. */
+	if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == TAP_CLAIMED) {
+		e = -EAGAIN;
+		goto fail;
+	}
+	tap_arm(r, t, s, c);
+	__atomic_sub_fetch(&r->connecting, 1, __ATOMIC_ACQ_REL);
+	*tapp = t;
+	return s;
+fail:
+	__atomic_sub_fetch(&r->connecting, 1, __ATOMIC_ACQ_REL);
+	sys.close(s);
+	return e;
 }
 
 /* Opens our connection to the server for the client connection the
@@ -279,15 +308,18 @@ static int conn_open(struct replay *r, uint64_t view, uint64_t idx, struct rconn
 		pr_err("out of memory for connection %llu", (unsigned long long)idx);
 		return 1;
 	}
-	s = open_replay_socket(r, &tap);
-	/* Every port of the range is taken (TIME_WAIT of many short client
+	c->vs = (struct viewstamp){ view, idx };
+	c->r = r;
+	out_check_init(&c->chk, on_diverge, c);
+	s = open_replay_socket(r, c, &tap);
+	/* Every four-tuple to the server is taken (TIME_WAIT of many short
 	 * connections on this address): they free within a minute.  Wait
 	 * for one: dropping the connection would drop its writes. */
-	if (s == -EADDRINUSE || s == -EADDRNOTAVAIL) {
+	if (s == -EADDRINUSE || s == -EADDRNOTAVAIL || s == -EAGAIN) {
 		uint64_t now = now_ns();
 
 		free(c);
-		if (now - r->port_warn_ns > 1000000000ULL) {
+		if (s != -EAGAIN && now - r->port_warn_ns > 1000000000ULL) {
 			r->port_warn_ns = now;
 			pr_warn("connection %llu: no free local port to replay it from; waiting",
 				(unsigned long long)idx);
@@ -295,26 +327,12 @@ static int conn_open(struct replay *r, uint64_t view, uint64_t idx, struct rconn
 		return 0;
 	}
 	*out = c;
-	c->vs = (struct viewstamp){ view, idx };
-	c->r = r;
-	out_check_init(&c->chk, on_diverge, c);
 	c->sock = s;
 	c->tap = tap;
 	c->next = r->buckets[idx % NBUCKETS];
 	r->buckets[idx % NBUCKETS] = c;
 	if (s < 0) {
-		pr_err("connection %llu: no socket: %s", (unsigned long long)idx, strerror(-s));
-		c->dead = 1;
-		return 1;
-	}
-	/* Before connecting: the server may accept and write (a greeting)
-	 * at once, and its writes must find the check in place.  Sent
-	 * through the socket instead, they would reach the check only when
-	 * we drain it, after the writes that followed them in place. */
-	pthread_mutex_lock(&r->out_lock);
-	tap->conn = c;
-	pthread_mutex_unlock(&r->out_lock);
-	if (connect(s, (struct sockaddr *)&r->app, r->app_len) < 0 && errno != EINPROGRESS) {
+		errno = -s;
 		pr_perror("connection %llu: cannot connect to the local server",
 			  (unsigned long long)idx);
 		c->dead = 1;

@@ -114,6 +114,9 @@ struct replay {
 	size_t sent_off;
 
 	uint64_t port_warn_ns;	/* when we last said no local port was free */
+	/* A replay socket is connecting, its tap not armed yet (its port
+	 * is known only once connect() returned): an accept waits for it. */
+	uint32_t connecting;
 	char divergence_path[PATH_MAX];
 	char drain_buf[64 * 1024];
 };

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "futex.h"
@@ -22,6 +23,11 @@
  * watches: how long a non-blocking one waits for the turn before EAGAIN,
  * and the slices a blocking one sleeps in. */
 #define GATE_WAIT_NS (10 * 1000000ULL)
+/* An accept of our connection whose arming is under way waits for it: in
+ * slices, and at most long enough for a role thread preempted on a
+ * loaded host (a refused replay connection would lose its input). */
+#define CLAIM_WAIT_US 20
+#define CLAIM_WAIT_MAX_US 5000000
 #define GATE_SLICE_US 1000
 
 /* thread_order = requests: the turn this thread took last, whose request
@@ -105,10 +111,23 @@ struct replay_tap *replay_tap_claim(struct replay *r, int fd, const void *peer_s
 	    memcmp(&((const struct sockaddr_in6 *)pa)->sin6_addr,
 		   &((struct sockaddr_in6 *)&r->app)->sin6_addr, sizeof(struct in6_addr)))
 		return NULL;
-	/* Pairs with the release store of TAP_ARMED in open_replay_socket(). */
-	if (!__atomic_compare_exchange_n(&t->state, &armed, TAP_CLAIMED, 0, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE))
-		return NULL;
+	/* Pairs with the release store of TAP_ARMED in tap_arm().  Our
+	 * connect() may still be arming it: the kernel gave the port inside
+	 * connect(), and on loopback the connection can be accepted before
+	 * connect() returned.  The arming follows within microseconds. */
+	for (int waited_us = 0;; waited_us += CLAIM_WAIT_US) {
+		int connecting = __atomic_load_n(&r->connecting, __ATOMIC_ACQUIRE);
+
+		armed = TAP_ARMED;
+		if (__atomic_compare_exchange_n(&t->state, &armed, TAP_CLAIMED, 0,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			break;
+		/* Not one of ours (or it was dropped): a connection that was
+		 * armed when `connecting` fell to 0 is claimed above. */
+		if (!connecting || waited_us >= CLAIM_WAIT_MAX_US)
+			return NULL;
+		usleep(CLAIM_WAIT_US);
+	}
 	t->srv_fd = fd;
 	return t;
 }

@@ -29,6 +29,7 @@
 #include "coordinator/clock.h"
 #include "coordinator/node_internal.h"
 #include "coordinator/replay.h"
+#include "coordinator/replay_internal.h"
 #include "coordinator/turns.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
@@ -266,6 +267,46 @@ static void in_place(void)
  * where bytes of a later turn would wake its epoll_wait for nothing until
  * their turn (a restart replays a long log: every connection's input
  * comes right after its ACCEPT).  The watch wakes the set for it. */
+/* The kernel gives a replay socket its port inside connect(), and on
+ * loopback the server may accept before connect() returned: its claim
+ * waits while a connect is under way, and only then. */
+static uint16_t arming_port;
+
+static void *arm_later(void *arg)
+{
+	(void)arg;
+	usleep(20000);
+	__atomic_store_n(&r->taps[arming_port].state, TAP_ARMED, __ATOMIC_RELEASE);
+	__atomic_sub_fetch(&r->connecting, 1, __ATOMIC_ACQ_REL);
+	return NULL;
+}
+
+static void claim_waits_for_arming(void)
+{
+	struct sockaddr_in peer = { .sin_family = AF_INET };
+	struct replay_tap *t;
+	pthread_t th;
+	uint64_t t0;
+
+	peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	/* A port no replay connection of this test used. */
+	for (arming_port = 60999; r->taps[arming_port].state != TAP_FREE; arming_port--)
+		;
+	peer.sin_port = htons(arming_port);
+	CHECK(!replay_tap_claim(r, 99, &peer, arming_port),
+	      "a connection from a port nobody armed, no connect under way, was claimed");
+	__atomic_add_fetch(&r->connecting, 1, __ATOMIC_ACQ_REL);
+	CHECK(pthread_create(&th, NULL, arm_later, NULL) == 0, "pthread_create");
+	t0 = now_ns();
+	t = replay_tap_claim(r, 99, &peer, arming_port);
+	CHECK(t == &r->taps[arming_port], "the claim gave up before its connect armed the tap");
+	CHECK(now_ns() - t0 >= 15000000ULL, "the claim did not wait for the arming");
+	pthread_join(th, NULL);
+	CHECK(t->srv_fd == 99 && t->state == TAP_CLAIMED, "claimed tap: fd %d state %u",
+	      t->srv_fd, t->state);
+	t->state = TAP_FREE;
+}
+
 static void held_before_watch(void)
 {
 	uint64_t ci;
@@ -636,6 +677,7 @@ int main(void)
 	gate_wait();
 	in_place();
 	held_before_watch();
+	claim_waits_for_arming();
 	two_sets();
 	request_order();
 
