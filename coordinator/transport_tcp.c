@@ -79,9 +79,19 @@ _Static_assert(offsetof(struct hello, nonce) == 8 &&
 	       "hello layout");
 
 struct welcome {
-	uint32_t magic, pad;
+	uint32_t magic;
+	uint32_t flags;		/* WELCOME_FENCED */
 	uint64_t incarnation;	/* random per open(): tells a restart from a reconnect */
 };
+
+/* Not admitted after all: this incarnation of the connector is fenced.  Sent
+ * only once it proved the secret, so that it learns why and can come back
+ * as a new incarnation (a deposed leader re-executed and reached a peer
+ * before the peer fenced "the old leader": the new one was fenced). */
+#define WELCOME_FENCED 1u
+
+/* prove()'s answer when the peer fenced us. */
+static const char fenced_why[] = "it fenced this process of ours";
 
 struct challenge {
 	uint8_t nonce[ADMIT_NONCE_LEN];
@@ -271,7 +281,7 @@ static int connect_failed(struct tcp_transport *s, int peer, int err, const char
 	if (o->backoff_ns > BACKOFF_MAX_NS)
 		o->backoff_ns = BACKOFF_MAX_NS;
 	o->next_try_ns = now_ns() + o->backoff_ns;
-	return err == ECONNREFUSED ? -ECONNREFUSED : -EAGAIN;
+	return err == ECONNREFUSED || err == EACCES ? -err : -EAGAIN;
 }
 
 static int tcp_poll(struct transport *t);
@@ -333,6 +343,8 @@ static const char *prove(struct tcp_transport *s, int fd, int peer)
 		return "connection lost during the handshake";
 	if (recv_timed(s, fd, &w, sizeof(w), CHALLENGE_TIMEOUT_MS) || w.magic != HELLO_MAGIC)
 		return "it refused our proof (different cluster secret?)";
+	if (w.flags & WELCOME_FENCED)
+		return fenced_why;
 	struct tcp_out *o = &s->out[peer];
 	if (o->incarnation && o->incarnation != w.incarnation)
 		o->restarted = 1;
@@ -391,7 +403,7 @@ static int tcp_connect(struct transport *t, int peer)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tmo, sizeof(tmo));
 	if ((why = prove(s, fd, peer))) {
 		sys.close(fd);
-		return connect_failed(s, peer, 0, why);
+		return connect_failed(s, peer, why == fenced_why ? EACCES : 0, why);
 	}
 	if (o->failing)
 		pr_info("node %d is reachable again", peer);
@@ -628,12 +640,8 @@ static int in_hello(struct tcp_transport *s, struct tcp_in *in)
 		       s->cfg->nodes[h->from].address);
 		return -1;
 	}
-	/* Refused before the challenge; a new incarnation is judged once it
-	 * proved the secret (in_proof). */
-	if (is_fenced(s, h->from, h->incarnation)) {
-		refuse(s, in, "node %u is fenced", h->from);
-		return -1;
-	}
+	/* A fenced incarnation is refused once it proved the secret
+	 * (in_proof), with a welcome that tells it so. */
 	memcpy(in->nonce_c, h->nonce, sizeof(in->nonce_c));
 	in->inc = h->incarnation;
 	in->peer = -1 - h->from;	/* claimed, not yet proven */
@@ -658,6 +666,7 @@ static int in_proof(struct tcp_transport *s, struct tcp_in *in)
 {
 	int peer = -1 - in->peer;
 	struct welcome welcome = { HELLO_MAGIC, 0, s->incarnation };
+	int fenced;
 	char from[INET6_ADDRSTRLEN + 8];
 
 	if (admit_verify(&s->key, "apus-tcp-connect", (uint32_t)peer, (uint32_t)s->self,
@@ -666,13 +675,16 @@ static int in_proof(struct tcp_transport *s, struct tcp_in *in)
 		refuse(s, in, "claims to be node %d but does not know the cluster secret", peer);
 		return -1;
 	}
-	if (is_fenced(s, peer, in->inc)) {	/* fenced since its hello */
-		refuse(s, in, "node %d is fenced", peer);
-		return -1;
-	}
+	fenced = is_fenced(s, peer, in->inc);
+	if (fenced)
+		welcome.flags = WELCOME_FENCED;
 	if (sys.send(in->fd, &welcome, sizeof(welcome), MSG_DONTWAIT | MSG_NOSIGNAL) !=
 	    (ssize_t)sizeof(welcome)) {
 		refuse(s, in, "hung up during the handshake");
+		return -1;
+	}
+	if (fenced) {
+		refuse(s, in, "node %d is fenced (told so)", peer);
 		return -1;
 	}
 	/* A proven incarnation other than the fenced one: the node restarted
