@@ -9,20 +9,24 @@
 #   scripts/replay-ports-bench.sh [TIME_WAIT_SOCKETS] [CONNECTIONS_PER_ROUND]
 #
 # Defaults: 19000 TIME_WAIT sockets (what failover.bats leaves), 500
-# connections per round, three rounds of each way side by side.  Prints
-# microseconds per connection (connect + accept + close included).
+# connections per round, three rounds of each way side by side.  Twice: with
+# the TIME_WAIT sockets left by connections bound to port 0 first (the old
+# replay's own), then by connections whose port connect() chose (the new
+# replay's, and most clients').  Prints microseconds per connection
+# (connect + accept + close included).
 set -euo pipefail
 tw=${1:-19000}
 per=${2:-500}
 [ "$(id -u)" -eq 0 ] || { echo "replay-ports-bench: needs root (ip netns)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "replay-ports-bench: needs python3" >&2; exit 2; }
 ns=apus-ports-bench-$$
-ip netns add "$ns"
 trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
+for left_by in "bind(0)" "connect"; do
+ip netns add "$ns"
 ip netns exec "$ns" ip link set lo up
-ip netns exec "$ns" python3 - "$tw" "$per" <<'PY'
+ip netns exec "$ns" python3 - "$tw" "$per" "$left_by" <<'PY'
 import socket, sys, time
-tw, per = int(sys.argv[1]), int(sys.argv[2])
+tw, per, left_by = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 IP_BIND_ADDRESS_NO_PORT = 24
 L = socket.socket()
 L.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -31,6 +35,9 @@ L.listen(4096)
 # The client ends first, as replay does: its side keeps the TIME_WAIT.
 for _ in range(tw):
     c = socket.socket()
+    if left_by == "bind(0)":
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        c.bind(("127.0.0.1", 0))
     c.connect(("127.0.0.1", 5555))
     s, _ = L.accept()
     c.close()
@@ -59,7 +66,10 @@ res = {w: [] for w in ways}
 for _ in range(3):
     for w in ways:
         res[w].append(rnd(w))
-print("%d TIME_WAIT sockets, %d connections per round, us per connection:" % (tw, per))
+print("%d TIME_WAIT sockets left by %s connections; %d connections per round, "
+      "us per connection:" % (tw, left_by, per))
 for w in ways:
     print("  %-22s %s" % (w, "  ".join("%8.1f" % x for x in res[w])))
 PY
+ip netns del "$ns"
+done
