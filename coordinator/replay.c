@@ -277,10 +277,11 @@ static int open_replay_socket(struct replay *r, struct rconn *c, struct replay_t
 		goto fail;
 	}
 	t = &r->taps[port_of(&local)];
-	/* The server still holds an earlier connection from this port
-	 * (ours ended, the four-tuple is free): this one it cannot tell
-	 * apart; drop it (its accept is refused) and take another. */
-	if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == TAP_CLAIMED) {
+	/* The server still holds an earlier connection from this port, or
+	 * may still accept one it never took (ours ended, the four-tuple is
+	 * free): this one it could not tell apart; drop it (its accept is
+	 * refused) and take another. */
+	if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_FREE) {
 		e = -EAGAIN;
 		goto fail;
 	}
