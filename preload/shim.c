@@ -35,6 +35,27 @@ static size_t start_args_len;
  * thread, which blocks every signal, and execve() keeps the caller's mask
  * (a re-executed Redis ignored SIGTERM: apus stop had to kill it). */
 static sigset_t start_mask;
+/* ... and its environment, copied before main() runs: the re-exec may come
+ * while the server rewrites environ (Redis's setproctitle clears and
+ * rebuilds it at the top of main), and an execv() of environ then lost
+ * LD_PRELOAD or APUS_NODE: the fresh server ran without us. */
+static char **start_env;
+
+extern char **environ;
+
+static void save_environ(void)
+{
+	size_t n = 0;
+
+	while (environ && environ[n])
+		n++;
+	start_env = calloc(n + 1, sizeof(*start_env));
+	for (size_t i = 0; start_env && i < n; i++)
+		if (!(start_env[i] = strdup(environ[i]))) {
+			start_env = NULL;	/* leaked: out of memory at start */
+			return;
+		}
+}
 
 static void save_cmdline(void)
 {
@@ -68,8 +89,9 @@ static void shim_reexec(struct node *n)
 	size_t argc = 0;
 
 	(void)n;
-	if (!start_args) {
-		pr_err("cannot re-execute the server: its command line is unknown; refusing clients");
+	if (!start_args || !start_env) {
+		pr_err("cannot re-execute the server: its command line or environment is unknown; "
+		       "refusing clients");
 		return;
 	}
 	for (size_t at = 0; at < start_args_len && argc < 1023; at += strlen(start_args + at) + 1)
@@ -86,9 +108,9 @@ static void shim_reexec(struct node *n)
 	if (k > 0 && (size_t)k < sizeof(exe) - 1) {
 		exe[k] = '\0';
 		if (!strstr(exe, " (deleted)"))
-			execv(exe, argv);
+			execve(exe, argv, start_env);
 	}
-	execv("/proc/self/exe", argv);
+	execve("/proc/self/exe", argv, start_env);
 	pr_perror("cannot re-execute the server; refusing clients");
 }
 
@@ -168,6 +190,7 @@ static void shim_init(void)
 		goto out;
 	}
 	save_cmdline();
+	save_environ();
 	pthread_sigmask(SIG_SETMASK, NULL, &start_mask);
 	node_reexec_hook = shim_reexec;
 	if (claim_node(config, (int)node)) {
