@@ -528,6 +528,12 @@ void backup_run(struct node *n)
 			progress |= node_execute(n, b.commit < b.expect - 1 ? b.commit : b.expect - 1,
 						 n->exec_idx >= b.checked_from ? b.expect - 1 : 0);
 		}
+		/* A leader that stepped down because its server took nothing
+		 * (leader.c): once it executes again, it may stand again. */
+		if (n->stalled_at && n->exec_idx > n->stalled_at) {
+			n->stalled_at = 0;
+			node_snapshot_check(n);
+		}
 		/* Turns the server has yet to take, or entries it has no room for. */
 		waiting_server = replay_maintain(n->replay) ||
 				 (b.synced && n->exec_idx < b.expect && n->exec_idx <= b.commit);

@@ -40,6 +40,11 @@ int node_checkpoint_poll(struct node *n)
 		store64(&n->ctl->status.pid, (uint64_t)getpid());
 		pr_info("restored from a checkpoint at entry %llu: joining the leader from there",
 			(unsigned long long)n->exec_idx - 1);
+		/* Judged again from the state the server now holds: the image's
+		 * entry, and the log as it is now (it may have been reclaimed
+		 * past that entry since the dump).  What the image remembers of
+		 * its own recoverability was true of another log. */
+		node_snapshot_check(n);
 		restored = 1;
 	}
 	if (n->ckpt_hold) {

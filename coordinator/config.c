@@ -195,6 +195,8 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_int(p, k, v, 100, 600000, &c->start_timeout_ms);
 	if (!strcmp(k, "checkpoint_keep"))
 		return parse_int(p, k, v, 1, 32, &c->checkpoint_keep);
+	if (!strcmp(k, "recovery_point_max_age_s"))
+		return parse_int(p, k, v, 0, 100000000, &c->recovery_point_max_age_s);
 	if (!strcmp(k, "checkpoint_interval_s"))
 		return parse_int(p, k, v, 0, 1000000, &c->checkpoint_interval_s);
 	if (!strcmp(k, "checkpoint_entries")) {

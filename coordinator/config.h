@@ -118,6 +118,10 @@ struct apus_config {
 	int checkpoint_keep;		/* how many each node keeps */
 	int checkpoint_interval_s;	/* the guard takes one this often (0: never) */
 	uint64_t checkpoint_entries;	/* or after this many entries (0: never) */
+	/* A node whose newest recovery point (snapshot or checkpoint) is
+	 * older than this while its server executed past it is unhealthy in
+	 * apus status (0: never). */
+	int recovery_point_max_age_s;
 	int guard;			/* apus start runs a guard per replica */
 	char app_cmd[4096];
 	char leader_hook[4096];

@@ -6,6 +6,7 @@
 #define LOG_PREFIX "leader: "
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,12 @@
 #include "metrics.h"
 #include "node_internal.h"
 #include "replay.h"
+
+/* How long a new leader's server may take no committed entry before the
+ * leader steps down (leader_can_catch_up).  Longer than a server's load
+ * of its snapshot (node_execute waits for that), shorter than an operator
+ * waits for apus start. */
+#define CATCH_UP_STALL_NS (10ULL * 1000000000ULL)
 
 static int peer_synced(struct node *n, int peer)
 {
@@ -598,6 +605,7 @@ static void leader_takeover(struct node *n)
 	n->view_start = li + 1;
 	pthread_mutex_unlock(&n->lock);
 	__atomic_store_n(&n->self_acked, li, __ATOMIC_RELEASE);
+	n->catch_up_ns = 0;
 	if (__atomic_load_n(&n->commit, __ATOMIC_RELAXED) < n->exec_idx - 1)
 		__atomic_store_n(&n->commit, n->exec_idx - 1, __ATOMIC_RELEASE);
 	pr_info("leading view %llu: log ends at entry %llu of view %llu; executing it before serving",
@@ -650,13 +658,67 @@ static int leader_check_deposed(struct node *n)
 	return 0;
 }
 
+/* A new leader whose server cannot reach the end of its log would hold
+ * the cluster for ever: its peers follow it and nobody serves.  It steps
+ * down instead, as a backup that does not stand again (recoverable = 0),
+ * so that the others elect one that can, and says why. */
+static void leader_step_down(struct node *n, const char *why)
+{
+	pr_err("stepping down from view %llu: %s", (unsigned long long)n->view, why);
+	snprintf(n->ctl->status.stepdown_reason, sizeof(n->ctl->status.stepdown_reason),
+		 "view %llu: %s", (unsigned long long)n->view, why);
+	status_add(&n->ctl->status.stepdowns, 1);
+	__atomic_store_n(&n->recoverable, 0, __ATOMIC_RELEASE);
+	n->ctl->status.recoverable = 0;
+	__atomic_store_n(&n->serving, 0, __ATOMIC_RELEASE);
+	node_set_role(n, ROLE_BACKUP, -1, n->view);
+}
+
+/* Whether our server can execute the rest of our log: its next entry is
+ * still in the log (a server restored to an old state, whose log was
+ * reclaimed past it since, cannot), and it took one within
+ * CATCH_UP_STALL_NS while committed entries waited.  Steps down if not. */
+static int leader_can_catch_up(struct node *n, uint64_t executed_before)
+{
+	char why[160];
+	uint64_t pos = n->exec_pos, now = now_ns();
+
+	if (n->exec_idx <= n->last_idx && !node_entry_at(n, &pos, n->exec_idx)) {
+		snprintf(why, sizeof(why), "its log no longer holds entry %llu, the next its server "
+			 "must execute (its state is at entry %llu)", (unsigned long long)n->exec_idx,
+			 (unsigned long long)n->exec_idx - 1);
+		leader_step_down(n, why);
+		return 0;
+	}
+	/* Progress, nothing committed to take, or a server still loading its
+	 * state (node_execute waits for it): not stuck. */
+	if (n->exec_idx != executed_before || !n->catch_up_ns ||
+	    n->exec_idx > __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) ||
+	    !__atomic_load_n(&n->ctl->status.app_ready, __ATOMIC_ACQUIRE)) {
+		n->catch_up_ns = now;
+		return 1;
+	}
+	if (now - n->catch_up_ns <= CATCH_UP_STALL_NS)
+		return 1;
+	snprintf(why, sizeof(why), "its server took no entry for %llu s (stuck at entry %llu)",
+		 (unsigned long long)(CATCH_UP_STALL_NS / 1000000000ULL),
+		 (unsigned long long)n->exec_idx);
+	n->stalled_at = n->exec_idx;
+	leader_step_down(n, why);
+	return 0;
+}
+
 /* Takeover: our own server executes the log up to our NOOP; once it has
  * taken every turn, clients are welcome. */
 static void leader_catch_up(struct node *n)
 {
+	uint64_t before = n->exec_idx;
+
 	if (!leader_open_view(n))
 		return;
 	node_execute(n, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE), 0);
+	if (!leader_can_catch_up(n, before))
+		return;
 	/* Maintained on every pass, not only once all is executed: an entry
 	 * may wait for the server's turns (an ACCEPT for the CLOSE turns
 	 * before it), and only maintenance skips a turn the server dropped. */
@@ -722,6 +784,14 @@ void leader_run(struct node *n, int takeover)
 		uint64_t tail = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
 		n->ctl->status.log_pos = tail;
 		n->ctl->status.reclaim_pos = leader_reclaim_pos(n, tail);
+		/* No room for an event (node_input_room's headroom): writes wait
+		 * for recovery points to free the log; apus status says why. */
+		int full = serving && tail + 4ULL * n->cfg.max_entry - n->ctl->status.reclaim_pos >
+					      n->log_size;
+		if (!full)
+			store64(&n->ctl->status.log_full_ms, 0);
+		else if (!load64(&n->ctl->status.log_full_ms))
+			store64(&n->ctl->status.log_full_ms, realtime_ms());
 		/* Ready to serve once a majority (counting us) receives entries
 		 * and our server is up to date; later peers join when they can. */
 		n->ctl->status.ready =

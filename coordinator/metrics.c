@@ -189,6 +189,19 @@ size_t metrics_render(const struct apus_config *cfg, int self, const struct regi
 	seconds(&t, "apus_snapshot_duration_seconds", "How long the last snapshot took.",
 		get(&s->snap_ms));
 	one(&t, "apus_snapshot_bytes", "gauge", "Size of the last snapshot.", get(&s->snap_bytes));
+	one(&t, "apus_snapshot_failures", "gauge",
+	    "Snapshots of this node that failed in a row (0 after a success; apus status says why).",
+	    s->snap_failures);
+	one(&t, "apus_checkpoint_failures", "gauge",
+	    "CRIU checkpoints of this node that failed in a row (0 after a success).",
+	    get(&ctl->ckpt.failures));
+	uint64_t full_ms = get(&s->log_full_ms), now_ms = realtime_ms();
+	seconds(&t, "apus_log_full_seconds",
+		"Leader: how long writes have waited for log room, that recovery points free (0: they do not wait).",
+		full_ms && now_ms > full_ms ? now_ms - full_ms : 0);
+	one(&t, "apus_leader_stepdowns_total", "counter",
+	    "Times this node stepped down as a new leader that could not execute its log.",
+	    get(&s->stepdowns));
 	one(&t, "apus_divergences_total", "counter",
 	    "Connections whose output on this node differed from the leader's.",
 	    get(&s->divergences));

@@ -17,8 +17,8 @@
 #include "config.h"
 
 #define REGION_MAGIC 0x314e475253555041ULL	/* "APUSRGN1" */
-#define REGION_VERSION 6	/* bumped at every change of the control page's layout */
-#define REGION_CTL_SIZE 4096
+#define REGION_VERSION 7	/* bumped at every change of the control page's layout */
+#define REGION_CTL_SIZE 8192
 #define REGION_FILE "apus.region"
 #define WAL_FILE "apus.wal"
 /* A node's recovery point in its data_dir (recovery.h): the snapshot and
@@ -221,6 +221,21 @@ struct node_status {
 	 * for apus verify. */
 	uint64_t checks;
 	struct check_result check[CHECKS_KEEP];
+	/* Recovery points this process could not make: the last failure of
+	 * its own snapshot (snapshot_cmd) and when, cleared by a success
+	 * (snap_ok_ms, CLOCK_REALTIME).  The guard's CRIU failures are in
+	 * ckpt_words.  apus status shows them, and why writes wait. */
+	char snap_error[256];
+	uint64_t snap_error_ms;
+	uint64_t snap_ok_ms;
+	/* Leader: since when (CLOCK_REALTIME ms) its log has no room for a
+	 * new event, because the recovery points that free it lag (0: it has
+	 * room).  Written by the role thread. */
+	uint64_t log_full_ms;
+	/* Times this node stepped down as a new leader that could not
+	 * execute its log (leader.c: leader_catch_up), and why it last did. */
+	uint64_t stepdowns;
+	char stepdown_reason[256];
 };
 
 /* The guard's checkpoint handshake (coordinator/checkpoint.c): the guard
@@ -252,6 +267,11 @@ struct ckpt_words {
 	uint64_t taken;
 	uint64_t dump_ms;
 	uint64_t image_bytes;
+	/* Guard: checkpoints that failed in a row (0 after a success), the
+	 * last failure's time (CLOCK_REALTIME ms) and its first line. */
+	uint64_t failures;
+	uint64_t error_ms;
+	char error[256];
 };
 
 /* apus verify's question to a node, and the node's answer

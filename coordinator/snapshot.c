@@ -428,6 +428,10 @@ static void *snap_main(void *arg)
 			continue;
 		uint64_t t0 = now_ns();
 		if (take(n, why, sizeof(why))) {
+			/* For apus status: why this node has no newer recovery point. */
+			snprintf(n->ctl->status.snap_error, sizeof(n->ctl->status.snap_error), "%s",
+				 why);
+			store64(&n->ctl->status.snap_error_ms, realtime_ms());
 			if (!n->ctl->status.snap_failures++ || retry_ns >= RETRY_MAX_NS)
 				pr_warn("snapshot failed (%s); trying again in %llu s", why,
 					(unsigned long long)(retry_ns / 1000000000ULL));
@@ -438,6 +442,8 @@ static void *snap_main(void *arg)
 		last_ns = now_ns();
 		retry_ns = RETRY_MIN_NS;
 		n->ctl->status.snap_failures = 0;
+		n->ctl->status.snap_error[0] = '\0';
+		store64(&n->ctl->status.snap_ok_ms, realtime_ms());
 		n->ctl->status.snap_count++;
 		n->ctl->status.snap_ms = (last_ns - t0) / 1000000;
 	}

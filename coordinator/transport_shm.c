@@ -200,24 +200,34 @@ static int shm_connect(struct transport *t, int peer)
 	return 0;
 }
 
-/* Takes mapping M out of use: another thread may be in the middle of a
- * write through it, so it is unmapped only once retired for RETIRE_NS. */
-static void shm_retire(struct shm_peer *p, char *m)
+/* Unmaps P's retired mappings once no write can be in flight through
+ * them.  Left mapped, a peer's replaced region file (it restarted, or
+ * fenced someone) is a deleted file this process still maps: a CRIU dump
+ * of it must then copy the whole file into the image (a ghost file). */
+static void shm_reap(struct shm_peer *p)
 {
 	uint64_t now = now_ns();
-	int slot = -1;
 
-	for (int i = 0; i < RETIRED_MAX; i++) {
+	for (int i = 0; i < RETIRED_MAX; i++)
 		if (p->retired[i] && now - p->retired_ns[i] > RETIRE_NS) {
 			munmap(p->retired[i], p->size);
 			p->retired[i] = NULL;
 		}
+}
+
+/* Takes mapping M out of use: another thread may be in the middle of a
+ * write through it, so it is unmapped only once retired for RETIRE_NS. */
+static void shm_retire(struct shm_peer *p, char *m)
+{
+	int slot = -1;
+
+	shm_reap(p);
+	for (int i = 0; i < RETIRED_MAX; i++)
 		if (!p->retired[i] && slot < 0)
 			slot = i;
-	}
 	if (slot >= 0) {
 		p->retired[slot] = m;
-		p->retired_ns[slot] = now;
+		p->retired_ns[slot] = now_ns();
 	}	/* else: that many restarts or swaps within a second; M is kept for good */
 }
 
@@ -315,9 +325,14 @@ static void shm_ring(struct transport *t, int peer)
 		bell_ring(&ctl_of(base)->bell, &ctl_of(base)->sleepers);
 }
 
+/* On the role thread, every pass of its loop: the one thread that
+ * retires mappings, so the only one that may unmap them. */
 static int shm_poll(struct transport *t)
 {
-	(void)t;
+	struct shm_transport *s = SHM(t);
+
+	for (int i = 0; i < s->cfg->nnodes; i++)
+		shm_reap(&s->peers[i]);
 	return 0;
 }
 

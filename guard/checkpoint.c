@@ -19,6 +19,7 @@
 
 #include "../coordinator/clock.h"
 #include "../coordinator/filemode.h"
+#include "../coordinator/recovery.h"
 #include "../coordinator/region.h"
 #include "cli.h"
 
@@ -171,6 +172,16 @@ void ckpt_say(void (*progress)(const char *), const char *fmt, ...)
 	progress(line);
 }
 
+/* A checkpoint that failed, in the node's control page: apus status and
+ * the metrics endpoint show it (a recovery point that cannot be made is
+ * the operator's business, not a line in the guard's log). */
+static void note_failure(struct region_ctl *ctl, const char *err)
+{
+	snprintf(ctl->ckpt.error, sizeof(ctl->ckpt.error), "%s", err);
+	store64(&ctl->ckpt.error_ms, realtime_ms());
+	store64(&ctl->ckpt.failures, load64(&ctl->ckpt.failures) + 1);
+}
+
 uint64_t ckpt_hold(struct region_ctl *ctl, int node, char *err, size_t errlen)
 {
 	struct ckpt_words *w = &ctl->ckpt;
@@ -230,6 +241,7 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	ckpt_say(progress, "holding node %d at its next entry", node);
 	req = ckpt_hold(ctl, node, err, errlen);
 	if (!req) {
+		note_failure(ctl, err);
 		region_unmap_ctl(ctl);
 		return -1;
 	}
@@ -251,9 +263,16 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	ckpt_say(progress, "dumping pid %d at entry %llu (criu, left running)", (int)c.pid,
 	    (unsigned long long)c.index);
 	snprintf(pidarg, sizeof(pidarg), "%d", (int)c.pid);
+	/* A peer's region file that was replaced (it restarted, or fenced
+	 * someone) stays mapped for a moment (transport_shm.c retires it for
+	 * a second): CRIU copies such a deleted file into the image, up to
+	 * --ghost-limit, which is 1 MB unless raised to a region's size. */
+	char ghost[32];
+	snprintf(ghost, sizeof(ghost), "%llu",
+		 (unsigned long long)region_size_for(cfg->log_size) + (1ULL << 20));
 	char *dump[] = { (char *)criu_binary(), "dump", "-t", pidarg, "-D", img, "--leave-running",
 			 "--tcp-established", "--network-lock", "nftables", "--file-locks",
-			 "-o", "dump.log", NULL };
+			 "--ghost-limit", ghost, "-o", "dump.log", NULL };
 	t0 = cli_mono_ms();
 	rc = ckpt_run(dump, cfg->nodes[node].netns, dlog, RUN_BACKGROUND);
 	c.dump_ms = cli_mono_ms() - t0;
@@ -287,10 +306,12 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	store64(&ctl->ckpt.dump_ms, c.dump_ms);
 	store64(&ctl->ckpt.image_bytes, c.image_bytes);
 	__atomic_fetch_add(&ctl->ckpt.taken, 1, __ATOMIC_RELEASE);
+	store64(&ctl->ckpt.failures, 0);
 	region_unmap_ctl(ctl);
 	*out = c;
 	return 0;
 fail:
+	note_failure(ctl, err);
 	region_unmap_ctl(ctl);
 	ckpt_remove_tree(tmp);
 	return -1;
@@ -409,9 +430,22 @@ int ckpt_restore(const struct apus_config *cfg, int node, const char *id, struct
 		seterr(err, errlen, "cannot list node %d's checkpoints: %s", node, strerror(errno));
 		return -1;
 	}
+	/* One recovery model: an image and the node's snapshot are two
+	 * recovery points, and a restart uses the newer.  An image at or
+	 * below the snapshot would bring back an older state (and one whose
+	 * entries the log may no longer hold). */
+	struct recovery_point snap;
+	uint64_t floor = !id && !recovery_load(cfg, node, &snap) ? snap.index : 0;
 	for (int i = 0; i < n; i++) {
 		if (id && strcmp(list[i].id, id))
 			continue;
+		if (floor && list[i].index <= floor) {
+			seterr(err, errlen, "node %d's snapshot (entry %llu) is newer than its %s "
+			       "checkpoint (entry %llu): a start loads it", node,
+			       (unsigned long long)floor, tried ? "newest intact" : "newest",
+			       (unsigned long long)list[i].index);
+			return -1;
+		}
 		if (filemode_check_path(list[i].dir, "checkpoint directory", FILEMODE_OTHERS_WRITE,
 					err, errlen))
 			return -1;

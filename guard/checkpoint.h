@@ -95,8 +95,9 @@ int ckpt_prune(const struct apus_config *cfg, int node, int keep);
 
 /* Restores NODE (not running) from checkpoint ID, or from the newest that
  * verifies when ID is NULL (each damaged one is reported through WARN and
- * skipped).  Returns 0 with *USED filled once the restored process runs,
- * or -1 with ERR set. */
+ * skipped) and only if it is newer than the node's snapshot (recovery.h):
+ * else ERR says a start loads the snapshot.  Returns 0 with *USED filled
+ * once the restored process runs, or -1 with ERR set. */
 int ckpt_restore(const struct apus_config *cfg, int node, const char *id, struct ckpt_info *used,
 		 void (*warn)(const char *msg), char *err, size_t errlen);
 

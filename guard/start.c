@@ -68,7 +68,9 @@ static int serving_leader(const struct apus_config *cfg, uint64_t *view)
 		if (!ctl)
 			continue;
 		const struct node_status *s = &ctl->status;
-		if (s->pid && kill((pid_t)s->pid, 0) == 0) {
+		/* Not a zombie's page: a leader killed a moment ago still says
+		 * it serves, and answers kill(0) until it is reaped. */
+		if (s->pid && cli_pid_alive((pid_t)s->pid)) {
 			if (s->role == ROLE_LEADER && s->ready)
 				found = i;
 			else if (s->role == ROLE_BACKUP && s->leader >= 0 && s->leader < cfg->nnodes &&

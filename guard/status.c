@@ -2,8 +2,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "../coordinator/clock.h"
 #include "../coordinator/members.h"
 #include "../coordinator/recovery.h"
+#include "recovery_view.h"
 #include "cli.h"
 #include "owner.h"
 
@@ -26,7 +28,14 @@ static const char usage[] =
 	"                      recoverable (its snapshot and log rebuild its\n"
 	"                      state), snapshot_index (the entry its recovery\n"
 	"                      point holds: where it would restart from),\n"
-	"                      snapshots, snapshot_ms, member (voter or learner)}],\n"
+	"                      snapshots, snapshot_ms, recovery_point (snapshot,\n"
+	"                      checkpoint or null: the newest, whatever made it),\n"
+	"                      recovery_point_index, recovery_point_age_ms,\n"
+	"                      recovery_point_error (the last failure to make one\n"
+	"                      since), stepdowns and stepdown_reason (a new leader\n"
+	"                      that could not execute its log), writes_waiting\n"
+	"                      (leader: why writes wait for log room), member\n"
+	"                      (voter or learner)}],\n"
 	"                      no_leader_reason (when leader is null),\n"
 	"                      membership: [{id, address, app_port, role (voter or\n"
 	"                      learner)}], membership_entry (the entry that agreed it;\n"
@@ -39,6 +48,9 @@ struct row {
 	int up;
 	struct node_status s;
 	pid_t pid;
+	struct recovery_view rv;
+	int stale;		/* its recovery point is older than recovery_point_max_age_s */
+	uint64_t log_full_ms;	/* leader: since when writes wait for room (0: they do not) */
 };
 
 static const char *role_name(const struct row *r)
@@ -79,15 +91,59 @@ static void no_leader_reason(const struct apus_config *cfg, const struct row *ro
 			snprintf(unable + strlen(unable), sizeof(unable) - strlen(unable), "%s%d",
 				 *unable ? "," : "", i);
 	}
+	/* A leader that could not execute its log stepped down: say so,
+	 * whatever else holds the election up. */
+	char stepped[200] = "";
+	for (int i = 0; i < cfg->nnodes && !stepped[0]; i++)
+		if (rows[i].up && rows[i].s.stepdowns && rows[i].s.role != ROLE_LEADER)
+			snprintf(stepped, sizeof(stepped), "; node %d stepped down as leader of %.150s", i,
+				 rows[i].s.stepdown_reason);
 	if (up < quorum)
-		snprintf(reason, len, "%d of %d nodes run; electing a leader takes %d", up,
-			 cfg->nnodes, quorum);
+		snprintf(reason, len, "%d of %d nodes run; electing a leader takes %d%s", up,
+			 cfg->nnodes, quorum, stepped);
 	else if (!able)
 		snprintf(reason, len, "no running node can rebuild its state from its snapshot and "
 				      "log (nodes %s cannot; apus rebuild --node N from a peer that can)",
 			 unable);
 	else
-		snprintf(reason, len, "an election is under way");
+		snprintf(reason, len, "an election is under way%s", stepped);
+}
+
+/* MS (CLOCK_REALTIME) as the local time of day, HH:MM:SS. */
+static void clock_hms(uint64_t ms, char *out, size_t len)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (!localtime_r(&t, &tm) || !strftime(out, len, "%H:%M:%S", &tm))
+		snprintf(out, len, "?");
+}
+
+/* Why the leader's writes wait, in one line (WHY; empty when they do not):
+ * its log is full, and the recovery points that would free it lag. */
+static void writes_waiting(const struct apus_config *cfg, const struct row *rows, int leader,
+			   char *why, size_t len)
+{
+	uint64_t since = leader >= 0 ? rows[leader].log_full_ms : 0;
+	size_t at;
+
+	why[0] = '\0';
+	if (!since || realtime_ms() - since < 1000)
+		return;
+	char when[16];
+	clock_hms(since, when, sizeof(when));
+	at = (size_t)snprintf(why, len, "log full since %s: writes wait for a recovery point", when);
+	int named = 0;
+	for (int i = 0; i < cfg->nnodes && at < len; i++) {
+		const struct recovery_view *v = &rows[i].rv;
+		if (!v->error[0])
+			continue;
+		clock_hms(v->error_ms, when, sizeof(when));
+		at += (size_t)snprintf(why + at, len - at, "; node %d's %s at %s", i, v->error, when);
+		named = 1;
+	}
+	if (!named && at < len)
+		snprintf(why + at, len - at, " (or for backups to execute the log)");
 }
 
 /* A node's recovery point: from its running process, else from its files. */
@@ -98,6 +154,31 @@ static uint64_t snapshot_index(const struct apus_config *cfg, int i, const struc
 	if (r->up)
 		return r->s.snap_idx;
 	return recovery_load(cfg, i, &rp) ? 0 : rp.index;
+}
+
+/* The node's recovery point and what went wrong making one, as JSON
+ * members (status.c's part of the one recovery model). */
+static void print_recovery_json(const struct row *r)
+{
+	const struct recovery_view *v = &r->rv;
+
+	printf(",\"recovery_point\":");
+	if (v->kind)
+		printf("\"%s\",\"recovery_point_index\":%llu,\"recovery_point_age_ms\":%llu", v->kind,
+		       (unsigned long long)v->index,
+		       (unsigned long long)(realtime_ms() > v->made_ms ? realtime_ms() - v->made_ms : 0));
+	else
+		printf("null");
+	if (v->error[0]) {
+		printf(",\"recovery_point_error\":");
+		json_string(v->error);
+		printf(",\"recovery_point_error_age_ms\":%llu",
+		       (unsigned long long)(realtime_ms() - v->error_ms));
+	}
+	if (r->up && r->s.stepdowns) {
+		printf(",\"stepdowns\":%llu,\"stepdown_reason\":", (unsigned long long)r->s.stepdowns);
+		json_string(r->s.stepdown_reason);
+	}
 }
 
 int cmd_status(int argc, char **argv)
@@ -121,8 +202,11 @@ int cmd_status(int argc, char **argv)
 		if (!ctl)
 			continue;
 		memcpy(&r->s, &ctl->status, sizeof(r->s));
-		region_unmap_ctl(ctl);
 		r->up = r->pid && r->s.pid == (uint64_t)r->pid;
+		recovery_view_read(&c.cfg, i, ctl, &r->rv);
+		r->stale = r->up && recovery_view_stale(&c.cfg, &r->rv, r->s.applied);
+		r->log_full_ms = r->up ? load64(&ctl->status.log_full_ms) : 0;
+		region_unmap_ctl(ctl);
 		if (r->up && r->s.role != ROLE_FAILED && r->s.view >= view)
 			view = r->s.view;
 	}
@@ -135,6 +219,8 @@ int cmd_status(int argc, char **argv)
 		lead_commit = rows[leader].s.commit;
 	else
 		no_leader_reason(&c.cfg, rows, reason, sizeof(reason));
+	char waiting[600];
+	writes_waiting(&c.cfg, rows, leader, waiting, sizeof(waiting));
 
 	/* The membership in force, and a change under way: the leader's
 	 * proposal not yet in force, or steps the cluster still takes. */
@@ -185,8 +271,13 @@ int cmd_status(int argc, char **argv)
 				printf(",\"reclaim_pos\":%llu", (unsigned long long)r->s.reclaim_pos);
 			if (r->up)
 				printf(",\"divergences\":%llu,\"healthy\":%s,\"order_stalls\":%llu",
-				       (unsigned long long)r->s.divergences, r->s.unhealthy ? "false" : "true",
+				       (unsigned long long)r->s.divergences,
+				       r->s.unhealthy || r->stale ? "false" : "true",
 				       (unsigned long long)r->s.order_stalls);
+			if (i == leader && waiting[0]) {
+				printf(",\"writes_waiting\":");
+				json_string(waiting);
+			}
 			if (r->up && r->s.role == ROLE_BACKUP)
 				printf(",\"suspects_leader\":%s,\"leader_heartbeat_age_ms\":%llu,"
 				       "\"needs_rebuild\":%s",
@@ -199,6 +290,7 @@ int cmd_status(int argc, char **argv)
 				       r->s.recoverable ? "true" : "false",
 				       (unsigned long long)r->s.snap_count,
 				       (unsigned long long)r->s.snap_ms);
+			print_recovery_json(r);
 			printf(",\"member\":\"%s\"", member_role_name(c.cfg.nodes[i].member));
 			if (r->pid && r->s.role == ROLE_FAILED) {
 				printf(",\"error\":");
@@ -285,7 +377,15 @@ int cmd_status(int argc, char **argv)
 			       "(apus rebuild --node %d)", i);
 		if (busy)
 			printf("  %s acts on it", acting);
+		if (r->rv.error[0])
+			printf("  recovery point: %s", r->rv.error);
+		else if (r->stale)
+			printf("  recovery point older than recovery_point_max_age_s");
+		if (r->s.stepdowns && r->s.role != ROLE_LEADER)
+			printf("  stepped down as leader of %s", r->s.stepdown_reason);
 		printf("\n");
 	}
+	if (waiting[0])
+		printf("writes wait: %s\n", waiting);
 	return 0;
 }

@@ -169,16 +169,16 @@ function two_backups() {
 	mark=$(log_lines "$LEADER")
 	# Each time with a frame right behind its proof, onto the first
 	# word of the leader's log.
-	first=$(word_at "$LEADER" 4096)
+	first=$(word_at "$LEADER" 8192)
 	for _ in 1 2 3; do
 		run python3 "$PEER" --port "$(peer_port "$LEADER")" --from "$C" --to "$LEADER" \
-			handshake --key "$wrong" --expect refused --then-frame 4096 8
+			handshake --key "$wrong" --expect refused --then-frame 8192 8
 		echo "$output"
 		[ "$status" -eq 0 ] || fail "the leader admitted a peer with the wrong key: $output"
 	done
 	retry 20 0.2 log_since "$LEADER" "$mark" \
 		"refused a peer connection from 127\.0\.0\.1:[0-9]+: claims to be node $C but does not know the cluster secret"
-	assert_eq "$(word_at "$LEADER" 4096)" "$first" "the first word of the leader's log"
+	assert_eq "$(word_at "$LEADER" 8192)" "$first" "the first word of the leader's log"
 	j=$(status_json)
 	assert_eq "$(status_node "$j" "$LEADER" commit)" "$commit" "the leader's commit index"
 	assert_eq "$(status_node "$j" "$LEADER" role)/$(status_node "$j" "$LEADER" view)" "leader/$view" \

@@ -161,7 +161,7 @@ function pooled() {
 	echo "leader log_pos $pos reclaim_pos $reclaim"
 	[ "$pos" -ge $((n * 8000)) ] || fail "only $pos bytes went through the log"
 	[ $((pos - reclaim)) -le $((1024 * 1024)) ] || fail "the log holds $((pos - reclaim)) bytes"
-	assert_eq "$(stat -L -c %s "$(data_dir "$lead")/apus.region")" $((1024 * 1024 + 4096)) "the leader's region file size"
+	assert_eq "$(stat -L -c %s "$(data_dir "$lead")/apus.region")" $((1024 * 1024 + 8192)) "the leader's region file size"
 	# Restored from its checkpoint, or (when the restore cannot be done,
 	# e.g. its pid is not free yet) started afresh and, being behind the
 	# log, rebuilt from a peer: wait for the one or the other.
