@@ -449,6 +449,10 @@ static int time_to_stand(struct backup *b, uint64_t now)
 	/* A learner catches up; it never leads (members.h). */
 	if (!node_votes(b->n, b->n->self))
 		return 0;
+	/* We just stepped down as a leader whose server took nothing: let
+	 * another stand first (leader.c, leader_can_catch_up). */
+	if (now < b->n->no_stand_until_ns)
+		return 0;
 	return now >= b->stand_at_ns;
 }
 
@@ -528,12 +532,7 @@ void backup_run(struct node *n)
 			progress |= node_execute(n, b.commit < b.expect - 1 ? b.commit : b.expect - 1,
 						 n->exec_idx >= b.checked_from ? b.expect - 1 : 0);
 		}
-		/* A leader that stepped down because its server took nothing
-		 * (leader.c): once it executes again, it may stand again. */
-		if (n->stalled_at && n->exec_idx > n->stalled_at) {
-			n->stalled_at = 0;
-			node_snapshot_check(n);
-		}
+
 		/* Turns the server has yet to take, or entries it has no room for. */
 		waiting_server = replay_maintain(n->replay) ||
 				 (b.synced && n->exec_idx < b.expect && n->exec_idx <= b.commit);

@@ -660,51 +660,58 @@ static int leader_check_deposed(struct node *n)
 
 /* A new leader whose server cannot reach the end of its log would hold
  * the cluster for ever: its peers follow it and nobody serves.  It steps
- * down instead, as a backup that does not stand again (recoverable = 0),
- * so that the others elect one that can, and says why. */
-static void leader_step_down(struct node *n, const char *why)
+ * down instead, as a backup, so that the others elect one that can, and
+ * says why.  UNABLE: it never can (recoverable = 0: it does not stand
+ * again); else it lets the others stand first. */
+static void leader_step_down(struct node *n, const char *why, int unable)
 {
 	pr_err("stepping down from view %llu: %s", (unsigned long long)n->view, why);
 	snprintf(n->ctl->status.stepdown_reason, sizeof(n->ctl->status.stepdown_reason),
 		 "view %llu: %s", (unsigned long long)n->view, why);
 	status_add(&n->ctl->status.stepdowns, 1);
-	__atomic_store_n(&n->recoverable, 0, __ATOMIC_RELEASE);
-	n->ctl->status.recoverable = 0;
+	if (unable) {
+		__atomic_store_n(&n->recoverable, 0, __ATOMIC_RELEASE);
+		n->ctl->status.recoverable = 0;
+	} else {
+		n->no_stand_until_ns = now_ns() + CATCH_UP_STALL_NS;
+	}
 	__atomic_store_n(&n->serving, 0, __ATOMIC_RELEASE);
 	node_set_role(n, ROLE_BACKUP, -1, n->view);
 }
 
 /* Whether our server can execute the rest of our log: its next entry is
  * still in the log (a server restored to an old state, whose log was
- * reclaimed past it since, cannot), and it took one within
- * CATCH_UP_STALL_NS while committed entries waited.  Steps down if not. */
-static int leader_can_catch_up(struct node *n, uint64_t executed_before)
+ * reclaimed past it since, cannot), and it made progress (an entry
+ * executed, a turn taken) within CATCH_UP_STALL_NS while work waited for
+ * it.  Steps down if not. */
+static int leader_can_catch_up(struct node *n, int turns_left)
 {
 	char why[160];
 	uint64_t pos = n->exec_pos, now = now_ns();
+	uint64_t mark = n->exec_idx + replay_turns_taken(n->replay);
 
 	if (n->exec_idx <= n->last_idx && !node_entry_at(n, &pos, n->exec_idx)) {
 		snprintf(why, sizeof(why), "its log no longer holds entry %llu, the next its server "
 			 "must execute (its state is at entry %llu)", (unsigned long long)n->exec_idx,
 			 (unsigned long long)n->exec_idx - 1);
-		leader_step_down(n, why);
+		leader_step_down(n, why, 1);
 		return 0;
 	}
-	/* Progress, nothing committed to take, or a server still loading its
-	 * state (node_execute waits for it): not stuck. */
-	if (n->exec_idx != executed_before || !n->catch_up_ns ||
-	    n->exec_idx > __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) ||
+	/* Progress, nothing for the server to do, or a server still loading
+	 * its state (node_execute waits for it): not stuck. */
+	if (mark != n->catch_up_mark || !n->catch_up_ns ||
+	    (!turns_left && n->exec_idx > __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE)) ||
 	    !__atomic_load_n(&n->ctl->status.app_ready, __ATOMIC_ACQUIRE)) {
+		n->catch_up_mark = mark;
 		n->catch_up_ns = now;
 		return 1;
 	}
 	if (now - n->catch_up_ns <= CATCH_UP_STALL_NS)
 		return 1;
-	snprintf(why, sizeof(why), "its server took no entry for %llu s (stuck at entry %llu)",
+	snprintf(why, sizeof(why), "its server made no progress for %llu s (at entry %llu)",
 		 (unsigned long long)(CATCH_UP_STALL_NS / 1000000000ULL),
 		 (unsigned long long)n->exec_idx);
-	n->stalled_at = n->exec_idx;
-	leader_step_down(n, why);
+	leader_step_down(n, why, 0);
 	return 0;
 }
 
@@ -712,17 +719,15 @@ static int leader_can_catch_up(struct node *n, uint64_t executed_before)
  * taken every turn, clients are welcome. */
 static void leader_catch_up(struct node *n)
 {
-	uint64_t before = n->exec_idx;
-
 	if (!leader_open_view(n))
 		return;
 	node_execute(n, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE), 0);
-	if (!leader_can_catch_up(n, before))
-		return;
 	/* Maintained on every pass, not only once all is executed: an entry
 	 * may wait for the server's turns (an ACCEPT for the CLOSE turns
 	 * before it), and only maintenance skips a turn the server dropped. */
 	int turns_left = replay_maintain(n->replay);
+	if (!leader_can_catch_up(n, turns_left))
+		return;
 	if (n->exec_idx <= n->view_start || turns_left)
 		return;
 	__atomic_store_n(&n->serving, 1, __ATOMIC_RELEASE);

@@ -70,11 +70,12 @@ struct node {
 	uint64_t applied;	/* atomic */
 	uint64_t seed_idx;	/* our server started from a peer's snapshot at this entry (0: no) */
 	uint64_t exec_pos, exec_idx, exec_view;	/* next entry to execute; view of the last one */
-	/* A new leader's catch-up (leader.c): when its server last took an
-	 * entry, and the entry it stood at when it stepped down for taking
-	 * none (0: it did not; the role thread only). */
-	uint64_t catch_up_ns;
-	uint64_t stalled_at;
+	/* A new leader's catch-up (leader.c; the role thread only): when its
+	 * server last made progress, and what progress (entries executed plus
+	 * turns taken).  After a step-down for making none, it does not stand
+	 * before no_stand_until_ns (backup.c). */
+	uint64_t catch_up_ns, catch_up_mark;
+	uint64_t no_stand_until_ns;
 
 	/* Checkpoints (checkpoint.c; the role thread only). */
 	uint64_t ckpt_hold;	/* request we hold execution for (0: none) */

@@ -684,6 +684,11 @@ static void skip_dead_turns(struct replay *r)
 	}
 }
 
+uint64_t replay_turns_taken(struct replay *r)
+{
+	return __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+}
+
 int replay_maintain(struct replay *r)
 {
 	uint64_t h, now = now_ns();

@@ -37,4 +37,8 @@ int replay_exec(struct replay *r, const struct entry_hdr *e);
  * 1 while the server still has scheduled turns to take. */
 int replay_maintain(struct replay *r);
 
+/* How many turns the server has taken (or replay skipped) so far: moves
+ * while the server works through what it was sent. */
+uint64_t replay_turns_taken(struct replay *r);
+
 #endif
