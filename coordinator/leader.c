@@ -18,11 +18,12 @@
 #include "node_internal.h"
 #include "replay.h"
 
-/* How long a new leader's server may take no committed entry before the
- * leader steps down (leader_can_catch_up).  Longer than a server's load
- * of its snapshot (node_execute waits for that), shorter than an operator
- * waits for apus start. */
-#define CATCH_UP_STALL_NS (10ULL * 1000000000ULL)
+/* How long a new leader's server may make no progress before the leader
+ * steps down (leader_can_catch_up): shorter than replay's own bound for a
+ * turn left untaken (replay.c skips it after 10 s, and replay order is
+ * then no longer guaranteed), so another node takes over first.  A
+ * server loading its snapshot is not counted (node_execute waits). */
+#define CATCH_UP_STALL_NS (5ULL * 1000000000ULL)
 
 static int peer_synced(struct node *n, int peer)
 {
@@ -789,10 +790,10 @@ void leader_run(struct node *n, int takeover)
 		uint64_t tail = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
 		n->ctl->status.log_pos = tail;
 		n->ctl->status.reclaim_pos = leader_reclaim_pos(n, tail);
-		/* No room for an event (node_input_room's headroom): writes wait
-		 * for recovery points to free the log; apus status says why. */
-		int full = serving && tail + 4ULL * n->cfg.max_entry - n->ctl->status.reclaim_pos >
-					      n->log_size;
+		/* No room for an event (node_input_room's headroom), or for a new
+		 * view's NOOP: writes wait for recovery points to free the log;
+		 * apus status says why. */
+		int full = tail + 4ULL * n->cfg.max_entry - n->ctl->status.reclaim_pos > n->log_size;
 		if (!full)
 			store64(&n->ctl->status.log_full_ms, 0);
 		else if (!load64(&n->ctl->status.log_full_ms))

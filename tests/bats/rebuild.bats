@@ -162,11 +162,13 @@ function pooled() {
 	[ "$pos" -ge $((n * 8000)) ] || fail "only $pos bytes went through the log"
 	[ $((pos - reclaim)) -le $((1024 * 1024)) ] || fail "the log holds $((pos - reclaim)) bytes"
 	assert_eq "$(stat -L -c %s "$(data_dir "$lead")/apus.region")" $((1024 * 1024 + 8192)) "the leader's region file size"
-	# Restored from its checkpoint, or (when the restore cannot be done,
-	# e.g. its pid is not free yet) started afresh and, being behind the
-	# log, rebuilt from a peer: wait for the one or the other.
-	retry 300 0.2 grep -qE "died as a backup: restored from checkpoint|rebuilt from node" "$gl" ||
-		fail "the guard neither restored nor rebuilt node $victim: $(cat "$gl")"
+	# Restored from its checkpoint; or started afresh from its snapshot,
+	# when that is newer than its newest checkpoint (a snapshot lands every
+	# quarter lap here); or (when neither can be done, e.g. its pid is not
+	# free yet) started afresh and, being behind the log, rebuilt from a
+	# peer: wait for one of them.
+	retry 300 0.2 grep -qE "died as a backup: restored from checkpoint|is newer than its newest checkpoint.*starting it afresh|rebuilt from node" "$gl" ||
+		fail "the guard neither restored, restarted nor rebuilt node $victim: $(cat "$gl")"
 	retry 150 0.2 bash -c "[ \"\$(redis-cli -s '$dir/redis.sock' PING 2>/dev/null)\" = PONG ]" ||
 		fail "node $victim did not come back: $(cat "$gl")"
 	cat "$gl"
