@@ -199,6 +199,11 @@ demo:
 bench: all $(BUILD)/bench/consensus
 	bash scripts/bench.sh
 
+# The soaks (tests/soak/): minutes each, not part of make test.
+# SOAK_RUNS=N repeats each file N times.
+soak: all
+	@runs=$${SOAK_RUNS:-1}; for i in $$(seq $$runs); do bats tests/soak/*.bats || exit 1; done
+
 # Debian's layout with PREFIX=/usr: the config in /etc/apus, units in
 # /lib/systemd/system; the data (/var/lib/apus) and pid files (/run/apus)
 # are the unit's StateDirectory and RuntimeDirectory.
@@ -262,7 +267,7 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all unit test test-asan demo bench install uninstall clean fuzz fuzz-check fuzz-seeds
+.PHONY: all unit test test-asan demo bench soak install uninstall clean fuzz fuzz-check fuzz-seeds
 
 -include $(CORE_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(CLI_OBJ:.o=.d) \
 	$(wildcard $(FUZZ_BUILD)/obj/*/*.d)

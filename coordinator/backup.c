@@ -173,10 +173,12 @@ static void take_sync(struct backup *b)
 	if (b->synced && from == b->sync_from && upto == b->sync_upto)
 		return;
 	if (from == SYNC_BEHIND) {
-		uint64_t own = from_idx < upto ? from_idx : upto;
-		if (own >= n->exec_idx) {
-			/* Our own log is the leader's up to from_idx: execute it,
-			 * then join again from where it leaves our server. */
+		uint64_t own = from_idx < upto ? from_idx : upto, pos = n->exec_pos;
+		/* Our own log is the leader's up to from_idx: execute it, then
+		 * join again from where it leaves our server; if it still holds
+		 * our server's next entry (a server restored from an old image
+		 * may stand before our log's start too). */
+		if (own >= n->exec_idx && node_entry_at(n, &pos, n->exec_idx)) {
 			if (b->own_upto != own)
 				pr_info("node %d's log no longer holds entry %llu, but ours is its log up "
 					"to %llu: executing our own log up to %llu, then joining again",

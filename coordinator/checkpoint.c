@@ -45,6 +45,7 @@ int node_checkpoint_poll(struct node *n)
 		 * past that entry since the dump).  What the image remembers of
 		 * its own recoverability was true of another log. */
 		node_snapshot_check(n);
+		node_snapshot_reload(n);
 		restored = 1;
 	}
 	if (n->ckpt_hold) {

@@ -146,6 +146,12 @@ int node_checkpoint_poll(struct node *n);
  * cannot never stands for election). */
 void node_snapshot_load(struct node *n);
 void node_snapshot_check(struct node *n);
+/* After a CRIU restore: the recovery point on disk may be newer than the
+ * image's memory of it (snapshots taken since the dump).  A restart loads
+ * that one, so it is the one reported for the log's reclamation; whether
+ * this process may lead is judged from its server's state
+ * (node_snapshot_check). */
+void node_snapshot_reload(struct node *n);
 /* Starts the thread that snapshots this node (when snapshot_cmd is set). */
 int node_snapshot_start(struct node *n);
 /* Role thread: answers the snapshot thread's hold (backup). */

@@ -94,6 +94,19 @@ void node_snapshot_load(struct node *n)
 		(unsigned long long)rp.index + 1);
 }
 
+void node_snapshot_reload(struct node *n)
+{
+	struct recovery_point rp;
+
+	if (recovery_load(&n->cfg, n->self, &rp) ||
+	    rp.log_pos <= __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE))
+		return;
+	publish(n, &rp);
+	pr_info("the recovery point on disk (entry %llu) is newer than the one this process "
+		"remembers: it is what a restart loads, and what counts for the log's reclamation",
+		(unsigned long long)rp.index);
+}
+
 void node_snapshot_check(struct node *n)
 {
 	uint64_t hint = __atomic_load_n(&n->ctl->hint.idx, __ATOMIC_RELAXED);
@@ -104,10 +117,11 @@ void node_snapshot_check(struct node *n)
 	n->ctl->status.recoverable = (uint32_t)ok;
 	if (!ok)
 		pr_err("this node cannot rebuild its server's state: its log holds entries up to %llu "
-		       "but no longer entry %llu, the first after its %s; it will not stand for "
-		       "election (rebuild it from a peer: apus rebuild --node %d)",
+		       "but no longer entry %llu, the first its server has not executed (its state "
+		       "is at entry %llu); it will not stand for election (rebuild it from a peer: "
+		       "apus rebuild --node %d)",
 		       (unsigned long long)hint, (unsigned long long)n->exec_idx,
-		       n->seed_idx ? "snapshot" : "empty start (no snapshot)", n->self);
+		       (unsigned long long)n->exec_idx - 1, n->self);
 }
 
 int node_snapshot_holds(struct node *n)

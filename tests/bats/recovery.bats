@@ -10,6 +10,11 @@ load helpers
 
 function setup_file() {
 	have root && command -v criu >/dev/null 2>&1 || return 0
+	# CRIU gives a restored process its pids and thread ids back: with the
+	# default pid_max (32768) the suites' thousands of short processes
+	# wrap it within minutes, and a thread id an image needs is then often
+	# taken (README, "Checkpoints and the guard").
+	[ "$(cat /proc/sys/kernel/pid_max)" -ge 4194304 ] || echo 4194304 >/proc/sys/kernel/pid_max || true
 	APUS_TEST_GUARD=on file_cluster 18600 1M
 }
 
@@ -20,6 +25,12 @@ function setup() {
 	if [ -n "${APUS_TEST_NETNS:-}" ]; then
 		requires netns
 	fi
+	# Each test starts from the whole file cluster serving, whatever the
+	# one before left stopped.
+	timeout 120 "$APUS" start --config "$CONF" >/dev/null 2>&1 3>&- ||
+		fail "the file's cluster does not start: $(status_json)"
+	rebuild_left_behind
+	retry 100 0.2 all_backups >/dev/null || fail "not every node runs: $(status_json)"
 }
 
 function teardown() {
@@ -103,19 +114,36 @@ function serving_leader() {
 	[[ "$output" == *"newer than its newest checkpoint"* ]] || fail "unclear refusal: $output"
 	# By hand, the operator insists: the image's entry is gone from the log.
 	mark=$(wc -l <"$(data_dir "$victim")/apus.log")
-	run timeout 60 "$APUS" restore --config "$CONF" --node "$victim" --checkpoint "$id" 3>&-
-	assert_eq "$status" 0 "apus restore --checkpoint $id: $output"
+	# CRIU gives the process its pids back: one still held (a zombie that
+	# init has not reaped yet) fails the restore for a moment.
+	local try
+	for try in 1 2 3 4 5; do
+		run timeout 60 "$APUS" restore --config "$CONF" --node "$victim" --checkpoint "$id" 3>&-
+		[ "$status" -ne 0 ] && [[ "$output" == *"Can't fork for"* ]] || break
+		sleep 2
+	done
+	if [ "$status" -ne 0 ]; then
+		local held
+		held=$(grep -o "Can't fork for [0-9]*" <<<"$output" | grep -o '[0-9]*$')
+		fail "apus restore --checkpoint $id: $output; holder: $(ps -eLo pid,tid,ppid,stat,lstart,comm | awk -v t="$held" '$2 == t')"
+	fi
 	retry 50 0.2 eval '[ "$(status_node "$(status_json)" "$victim" recoverable)" = false ]' ||
 		fail "node $victim, restored to entry $idx, claims it can rebuild its state: $(status_json)"
 	# Its leader goes: the one that can must lead, never the restored one.
+	# (It cannot commit yet: the restored node acks nothing until it is
+	# rebuilt, and a majority must hold every entry.)
 	run timeout 60 "$APUS" stop --config "$CONF" --node "$lead" 3>&-
 	assert_eq "$status" 0 "apus stop --node $lead: $output"
-	retry 150 0.1 serving_leader || fail "no leader serves after node $lead stopped: $(status_json)"
-	assert_eq "$(leader_id)" "$other" "the new leader"
+	retry 150 0.1 eval '[ "$(status_node "$(status_json)" "$other" role)" = leader ]' ||
+		fail "node $other does not lead after node $lead stopped: $(status_json); $(show_logs "$CONF" 12)"
+	sleep 2
+	assert_eq "$(leader_id)" "$other" "the leader 2 s later"
 	! tail -n +"$mark" "$(data_dir "$victim")/apus.log" | grep -q "election: won view" ||
 		fail "the restored node won an election: $(tail -n 30 "$(data_dir "$victim")/apus.log")"
+	# With its old leader back there is a majority that can execute.
 	run timeout 60 "$APUS" start --config "$CONF" --node "$lead" 3>&-
 	assert_eq "$status" 0 "apus start --node $lead: $output"
+	retry 150 0.1 serving_leader || fail "no leader serves with node $lead back: $(status_json)"
 	audit restored 100
 	j=$(status_json)
 	[ "$(status_node "$j" "$victim" recoverable)" = true ] || fail "node $victim was not rebuilt: $j"
@@ -198,53 +226,4 @@ function serving_leader() {
 	grep -Eq '^apus_log_full_seconds\{[^}]*\} [1-9]' <<<"$metrics" || fail "no apus_log_full_seconds > 0: $metrics"
 	grep -Eq '^apus_snapshot_failures\{[^}]*\} [1-9]' <<<"$metrics" || fail "no apus_snapshot_failures > 0"
 	wait
-}
-
-# kill_all - kill -9 every node's server (their guards bring them back).
-function kill_all() {
-	local n
-	for n in $(conf_nodes "$CONF"); do
-		kill -KILL "$(redis_pid "$n")" 2>/dev/null || true
-	done
-}
-
-@test "list audit, guard on, 4 MB log: kill -9 of all (twice), stop/start of all, kill -9 of a leader and a backup, pause of a leader: every acknowledged write kept, a leader serves within 30 s each time" {
-	OWN_CONF=$(APUS_TEST_GUARD=on make_conf "$(test_dir own18660)" 18660 4M)
-	sed -i "s/^guard .*/&\ncheckpoint_interval_s = 2/" "$OWN_CONF"
-	CONF=$OWN_CONF
-	start_cluster "$CONF"
-	local round n p t0
-	start_writer soak 75
-	for round in kill-all stop-start kill-leader kill-all pause-leader kill-backup; do
-		sleep 4
-		# Fill the log between faults: it wraps about every 4 s of this load.
-		fill 20000
-		t0=$SECONDS
-		case $round in
-		kill-all) kill_all ;;
-		stop-start)
-			run timeout 60 "$APUS" stop --config "$CONF" 3>&-
-			assert_eq "$status" 0 "apus stop: $output"
-			run timeout 120 "$APUS" start --config "$CONF" 3>&-
-			assert_eq "$status" 0 "apus start: $output"
-			;;
-		kill-leader) kill -KILL "$(redis_pid "$(leader_id)")" ;;
-		kill-backup) kill -KILL "$(redis_pid "$(backups | head -n 1)")" ;;
-		pause-leader)
-			p=$(redis_pid "$(leader_id)")
-			kill -STOP "$p"
-			sleep 2
-			kill -CONT "$p"
-			;;
-		esac
-		sleep 1
-		retry 290 0.1 serving_leader ||
-			fail "$round: no leader serves after $((SECONDS - t0)) s: $(status_json); $(show_logs "$CONF" 15)"
-		echo "$round: a leader serves after $((SECONDS - t0)) s"
-	done
-	audit soak 1000
-	for n in $(conf_nodes "$CONF"); do
-		! grep -q "stepping down from view" "$(data_dir "$n")/apus.log" ||
-			echo "node $n stepped down as a leader that could not execute its log (allowed, said)"
-	done
 }
