@@ -15,8 +15,7 @@ function setup_file() {
 
 function setup() {
 	requires redis
-	command -v criu >/dev/null 2>&1 || skip "CRIU not installed (scripts/install-criu.sh builds one)"
-	have root || skip "CRIU needs root"
+	requires_criu
 	if [ -n "${APUS_TEST_NETNS:-}" ]; then
 		requires netns
 	fi

@@ -382,6 +382,20 @@ function start_cluster() {
 	}
 }
 
+# requires_criu - skip unless CRIU is installed and we are root.
+function requires_criu() {
+	command -v criu >/dev/null 2>&1 || skip "CRIU not installed (scripts/install-criu.sh builds one)"
+	have root || skip "CRIU needs root"
+}
+
+# serving_leader [CONF] - a leader that answers PING at its address.
+function serving_leader() {
+	local id
+	id=$(leader_id "${1:-$CONF}") || return 1
+	[ -n "$id" ] && [ "$id" != null ] || return 1
+	[ "$(timeout 2 redis-cli -h "$(node_host "$id" "${1:-$CONF}")" -p "$(app_port "$id" "${1:-$CONF}")" PING 2>&1)" = PONG ]
+}
+
 # wait_new_leader OLD - wait (15 s) until a node other than OLD leads and
 # answers at its own address; its id in NEW.
 function wait_new_leader() {

@@ -13,8 +13,7 @@ load ../bats/helpers
 
 function setup() {
 	requires redis
-	command -v criu >/dev/null 2>&1 || skip "CRIU not installed (scripts/install-criu.sh builds one)"
-	have root || skip "CRIU needs root"
+	requires_criu
 	if [ -n "${APUS_TEST_NETNS:-}" ]; then
 		requires netns
 	fi
@@ -28,14 +27,6 @@ function teardown() {
 # fill N - N SETs of random keys (~N x 90 bytes of log).
 function fill() {
 	bench -t set -n "$1" -r 100000000 -d 16 -c 20 -q >/dev/null
-}
-
-# serving_leader - a leader that answers PING at its address.
-function serving_leader() {
-	local id
-	id=$(leader_id) || return 1
-	[ -n "$id" ] && [ "$id" != null ] || return 1
-	[ "$(timeout 2 redis-cli -h "$(node_host "$id")" -p "$(app_port "$id")" PING 2>&1)" = PONG ]
 }
 
 # kill_all - kill -9 every node's server (their guards bring them back).
