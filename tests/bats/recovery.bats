@@ -69,7 +69,7 @@ function snapshot_past() {
 	load_leader 200 a
 	read -r id idx < <(checkpoint "$victim")
 	[ -n "$idx" ] || fail "no checkpoint index"
-	fill 40000
+	fill 25000
 	retry 100 0.2 snapshot_past "$victim" "$idx" ||
 		fail "node $victim took no snapshot past its checkpoint at entry $idx: $(status_json)"
 	glog="$(data_dir "$victim")/apus.guard.log"
@@ -95,7 +95,7 @@ function snapshot_past() {
 	[ "$victim" != "$other" ] || fail "want two backups: $(status_json)"
 	read -r id idx < <(checkpoint "$victim")
 	start_writer restored 30
-	fill 40000
+	fill 25000
 	retry 100 0.2 snapshot_past "$victim" "$idx" ||
 		fail "node $victim took no snapshot past entry $idx: $(status_json)"
 	run timeout 60 "$APUS" stop --config "$CONF" --node "$victim" 3>&-
