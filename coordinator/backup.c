@@ -534,7 +534,6 @@ void backup_run(struct node *n)
 			progress |= node_execute(n, b.commit < b.expect - 1 ? b.commit : b.expect - 1,
 						 n->exec_idx >= b.checked_from ? b.expect - 1 : 0);
 		}
-
 		/* Turns the server has yet to take, or entries it has no room for. */
 		waiting_server = replay_maintain(n->replay) ||
 				 (b.synced && n->exec_idx < b.expect && n->exec_idx <= b.commit);

@@ -222,12 +222,11 @@ struct node_status {
 	uint64_t checks;
 	struct check_result check[CHECKS_KEEP];
 	/* Recovery points this process could not make: the last failure of
-	 * its own snapshot (snapshot_cmd) and when, cleared by a success
-	 * (snap_ok_ms, CLOCK_REALTIME).  The guard's CRIU failures are in
-	 * ckpt_words.  apus status shows them, and why writes wait. */
+	 * its own snapshot (snapshot_cmd) and when (CLOCK_REALTIME), cleared
+	 * by a success.  The guard's CRIU failures are in ckpt_words.  apus
+	 * status shows them, and why writes wait. */
 	char snap_error[256];
 	uint64_t snap_error_ms;
-	uint64_t snap_ok_ms;
 	/* Leader: since when (CLOCK_REALTIME ms) its log has no room for a
 	 * new event, because the recovery points that free it lag (0: it has
 	 * room).  Written by the role thread. */

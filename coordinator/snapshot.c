@@ -457,7 +457,6 @@ static void *snap_main(void *arg)
 		retry_ns = RETRY_MIN_NS;
 		n->ctl->status.snap_failures = 0;
 		n->ctl->status.snap_error[0] = '\0';
-		store64(&n->ctl->status.snap_ok_ms, realtime_ms());
 		n->ctl->status.snap_count++;
 		n->ctl->status.snap_ms = (last_ns - t0) / 1000000;
 	}

@@ -50,7 +50,6 @@ struct row {
 	pid_t pid;
 	struct recovery_view rv;
 	int stale;		/* its recovery point is older than recovery_point_max_age_s */
-	uint64_t log_full_ms;	/* leader: since when writes wait for room (0: they do not) */
 };
 
 static const char *role_name(const struct row *r)
@@ -124,7 +123,7 @@ static void clock_hms(uint64_t ms, char *out, size_t len)
 static void writes_waiting(const struct apus_config *cfg, const struct row *rows, int leader,
 			   char *why, size_t len)
 {
-	uint64_t since = leader >= 0 ? rows[leader].log_full_ms : 0;
+	uint64_t since = leader >= 0 && rows[leader].up ? rows[leader].s.log_full_ms : 0;
 	size_t at;
 
 	why[0] = '\0';
@@ -205,7 +204,6 @@ int cmd_status(int argc, char **argv)
 		r->up = r->pid && r->s.pid == (uint64_t)r->pid;
 		recovery_view_read(&c.cfg, i, ctl, &r->rv);
 		r->stale = r->up && recovery_view_stale(&c.cfg, &r->rv, r->s.applied);
-		r->log_full_ms = r->up ? load64(&ctl->status.log_full_ms) : 0;
 		region_unmap_ctl(ctl);
 		if (r->up && r->s.role != ROLE_FAILED && r->s.view >= view)
 			view = r->s.view;
