@@ -126,6 +126,10 @@ test: all
 	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=address,undefined unit
 	bash tests/run.sh
 
+# make test, with every tcp-netns variant of the suites (tests/run.sh).
+test-full:
+	APUS_TEST_ALL_VARIANTS=1 $(MAKE) --no-print-directory test
+
 # The whole suite (bats included) with libapus.so, the CLI and the unit
 # tests built under AddressSanitizer and UndefinedBehaviorSanitizer: the
 # servers run with the ASan runtime first in LD_PRELOAD (guard/start.c), and
@@ -267,7 +271,7 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all unit test test-asan demo bench soak install uninstall clean fuzz fuzz-check fuzz-seeds
+.PHONY: all unit test test-full test-asan demo bench soak install uninstall clean fuzz fuzz-check fuzz-seeds
 
 -include $(CORE_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(CLI_OBJ:.o=.d) \
 	$(wildcard $(FUZZ_BUILD)/obj/*/*.d)

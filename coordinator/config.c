@@ -460,17 +460,22 @@ static int check_nodes(struct parser *p, struct apus_config *c, const char *base
 
 			if (o->member == MEMBER_REMOVED)
 				continue;
-			if (n->metrics_port && !strcmp(o->address, n->address) &&
-			    o->metrics_port == n->metrics_port)
-				return fail(p, "[node %d] has the same address and metrics_port as node %d",
-					    i, j);
 			if (!strcmp(o->data_dir, n->data_dir))
 				return fail(p, "[node %d] shares data_dir with node %d", i, j);
 			if (!strcmp(o->run_dir, n->run_dir))
 				return fail(p, "[node %d] shares run_dir with node %d", i, j);
+			/* A replacement may take the ports of the node it replaces
+			 * (apus replace gives them only when that node no longer
+			 * runs): the two do not run at once. */
+			if (n->replaces == j || o->replaces == i)
+				continue;
+			if (n->metrics_port && !strcmp(o->address, n->address) &&
+			    o->metrics_port == n->metrics_port)
+				return fail(p, "[node %d] has the same address and metrics_port as node %d "
+					       "(give it a metrics_port of its own)", i, j);
 			if (!strcmp(o->address, n->address) && o->app_port == n->app_port)
-				return fail(p, "[node %d] has the same address and app_port as node %d",
-					    i, j);
+				return fail(p, "[node %d] has the same address and app_port as node %d "
+					       "(give it an app_port of its own)", i, j);
 		}
 	}
 	return 0;

@@ -9,7 +9,7 @@
  *   read_ahead = on|off       (leader: one commit round per event-loop pass)
  *   replay_in_place = on|off  (backup: replayed bytes skip the loopback socket)
  *   thread_order = reads|requests  (what the log orders across the server's
- *             threads: their reads, or whole requests; see the README)
+ *             threads: their reads, or whole requests; doc/configuration.md)
  *   heartbeat_ms = 10         suspect_ms = 10 x heartbeat_ms
  *   start_timeout_ms = 15000
  *   app_cmd = redis-server --port {port} ...
@@ -49,11 +49,11 @@ enum fsync_policy { FSYNC_NONE = 0, FSYNC_BATCH, FSYNC_ALWAYS };
 /* What the log orders across a server's threads.  READS: each thread's
  * reads of replicated input follow the log.  REQUESTS: moreover a thread
  * that got input runs alone until it asks for more, so requests execute
- * one at a time in log order on every replica (README, "Multi-threaded
- * servers"). */
+ * one at a time in log order on every replica (doc/operator-guide.md,
+ * "Multi-threaded servers"). */
 enum thread_order { ORDER_READS = 0, ORDER_REQUESTS };
 
-/* When the leader waits for a majority (see README):
+/* When the leader waits for a majority (doc/configuration.md, commit_wait):
  * READ: the server's read() returns bytes only once they are committed;
  * REPLY: read() returns at once, and the server's replies to clients are
  * held until everything it has read so far is committed. */

@@ -12,7 +12,8 @@
  * moment at most two memberships are in force across the cluster, and
  * they differ by one voter at most: every majority of one meets every
  * majority of the other, and no two majorities can ever decide apart
- * (Raft's single-server argument; README "Membership changes").
+ * (Raft's single-server argument; doc/operator-guide.md, "Membership
+ * changes").
  *
  * In force means: the leader replicates to voters and learners and counts
  * the voters' acks with a majority of the voters; only voters stand for

@@ -5,7 +5,7 @@
  * without a metrics_port; a port that cannot be bound is logged and the
  * node runs on without one.  Read-only and unauthenticated: bind it to an
  * address only the monitoring can reach.  The metric names are listed in
- * the README ("Metrics"). */
+ * doc/operator-guide.md ("Metrics"). */
 #ifndef APUS_METRICS_H
 #define APUS_METRICS_H
 

@@ -175,8 +175,8 @@ struct node_status {
 	uint32_t unhealthy;	/* output diverged and divergence = unhealthy */
 	uint64_t divergences;	/* connections whose output differed from the leader's */
 	/* thread_order = requests: requests that ran past the 50 ms bound,
-	 * so that the next one started beside them (README, "Multi-threaded
-	 * servers"). */
+	 * so that the next one started beside them (doc/operator-guide.md,
+	 * "Multi-threaded servers"). */
 	uint64_t order_stalls;
 	char error[128];	/* why the node failed, when role == ROLE_FAILED */
 	/* Backup: how long the leader's heartbeat word has not moved, and

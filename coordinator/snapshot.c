@@ -260,8 +260,17 @@ static int run_cmd(struct node *n)
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 3);
 	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+	/* Its own session (and process group): a stop or the time limit
+	 * ends the command's whole tree, not only the outer sh; and what is
+	 * left of it after the server died does not keep the server's
+	 * session id, its pid, taken (a CRIU restore of the server needs
+	 * that pid back: "Can't fork for PID: File exists"). */
+	posix_spawnattr_t attr;
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
 	int rc = child_env_build(env, sizeof(env) / sizeof(env[0]), NULL) < 0 ? E2BIG :
-		 posix_spawnp(&pid, "sh", &fa, NULL, argv, env);
+		 posix_spawnp(&pid, "sh", &fa, &attr, argv, env);
+	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
 	sys.close(pfd[1]);
 	if (rc) {
@@ -275,7 +284,7 @@ static int run_cmd(struct node *n)
 	for (;;) {
 		struct pollfd p = { pfd[0], POLLIN, 0 };
 		if (stopping(n) || now_ns() - start > CMD_MAX_NS) {
-			kill(pid, SIGKILL);
+			kill(-pid, SIGKILL);
 			break;
 		}
 		if (poll(&p, 1, 100) <= 0)

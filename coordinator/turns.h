@@ -47,7 +47,7 @@
  * takes it, and the next turn's set is woken as the head moves (by the
  * thread that took the turn).  The order stays the log's, across all the
  * server's threads: what that does and does not guarantee about execution
- * is in the README ("Multi-threaded servers"). */
+ * is in doc/operator-guide.md ("Multi-threaded servers"). */
 #ifndef APUS_TURNS_H
 #define APUS_TURNS_H
 

@@ -1,6 +1,7 @@
 /* What every apus command shares: errors, option parsing, where a node
  * runs (this host? its pid, its pid files), its network namespace, the
  * clock.  The commands themselves are one file each; apus.c dispatches. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <sched.h>
@@ -178,11 +179,29 @@ int cli_enter_netns(const char *name)
 	return rc;
 }
 
+/* Whether PID's thread group has a thread other than its leader. */
+static int has_other_threads(pid_t pid)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	int found = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while (!found && (e = readdir(d)))
+		found = e->d_name[0] != '.' && atoi(e->d_name) != (int)pid;
+	closedir(d);
+	return found;
+}
+
 int cli_pid_alive(pid_t pid)
 {
 	char path[64], buf[512], *p;
 	FILE *f;
-	int alive = 0;
+	int alive = 0, zombie = 0;
 
 	if (pid <= 0 || kill(pid, 0) < 0)
 		return 0;
@@ -191,9 +210,17 @@ int cli_pid_alive(pid_t pid)
 	f = fopen(path, "re");
 	if (!f)
 		return 0;
-	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
-		alive = p[2] != 'Z' && p[2] != 'X';
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ') {
+		zombie = p[2] == 'Z' || p[2] == 'X';
+		alive = !zombie;
+	}
 	fclose(f);
+	/* A leader thread is a zombie for a moment while another thread of
+	 * its process execs (the shim re-executes its server from its role
+	 * thread), and for good when it called pthread_exit: the process
+	 * lives while another of its threads does. */
+	if (zombie)
+		alive = has_other_threads(pid);
 	return alive;
 }
 

@@ -48,7 +48,7 @@ static const char usage_replace[] =
 	"live peer's snapshot when A is on this host, votes once it caught up, and then\n"
 	"node N is removed (and stopped, when it runs here).  Ports and paths not given\n"
 	"are node N's.  Each step is an entry of the log, one node one step at a time\n"
-	"(README, \"Membership changes\").  The config file is updated to what was agreed.\n"
+	"(doc/operator-guide.md, \"Membership changes\").  The config file is updated to what was agreed.\n"
 	"Exit status: 0 done; 1 failed (said why); 2 bad input or another change in progress.\n"
 	"\n" PLACE_OPTS COMMON_OPTS;
 
@@ -469,8 +469,11 @@ static int new_learner(struct change *ch, struct apus_config *want, int from, in
 	n->member = MEMBER_LEARNER;
 	n->replaces = replaces;
 	snprintf(n->address, sizeof(n->address), "%s", ch->o.address);
-	/* A second node of the same host needs ports of its own. */
-	int same_host = !strcmp(ch->o.address, c->nodes[from].address) && replaces < 0;
+	/* A second node of the same host needs ports of its own; the
+	 * replacement of a node that no longer runs here takes its ports
+	 * (configs allow that pair to share them). */
+	int same_host = !strcmp(ch->o.address, c->nodes[from].address) &&
+			(replaces < 0 || cli_node_pid(c, from));
 	n->app_port = ch->o.app_port ? ch->o.app_port
 		      : same_host ? highest(c, offsetof(struct node_conf, app_port)) + 1 : n->app_port;
 	if (ch->o.peer_port || (same_host && n->peer_port))

@@ -1,6 +1,6 @@
 /* thread_order = requests: requests of a multi-threaded server execute one
- * at a time, in log order, on every replica (README, "Multi-threaded
- * servers").
+ * at a time, in log order, on every replica (doc/operator-guide.md,
+ * "Multi-threaded servers").
  *
  * A request runs on the thread that read it, from the read that got its
  * input until the thread asks for input again: it waits for events

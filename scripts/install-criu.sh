@@ -2,7 +2,7 @@
 # A CRIU that works on this machine (for the guard's checkpoints, issue 5).
 # Debian bookworm's criu 3.17 fails `criu check` on kernels with the newer
 # vDSO layout, and CRIU < 4.2 cannot dump TCP sockets on kernels >= 6.16
-# (../shared/criu.md).  So: keep a CRIU that passes `criu check`; otherwise
+# (doc/operator-guide.md, "Checkpoints and the guard").  So: keep a CRIU that passes `criu check`; otherwise
 # build the newest criu >= 4.2 source package from Debian unstable/testing
 # (fetched through a private apt source list; the system's apt
 # configuration is left alone) into /opt/criu, linked as

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How long a replay connection's local port takes to get, once TIME_WAIT
-# crowds the ephemeral range (issue 18's slow catch-up; see README, limits):
+# crowds the ephemeral range (issue 18's slow catch-up; see doc/limits.md):
 # bind() to port 0 (what replay did), bind() with IP_BIND_ADDRESS_NO_PORT
 # and the port left to connect() (what it does now), and connect() alone.
 # Runs in a network namespace of its own (root), so that its TIME_WAIT

@@ -10,9 +10,16 @@
 # server still loads its dataset (a replica just rebuilt or restarted
 # follows its log while Redis loads; BGSAVE then says LOADING).  Exits 0
 # once that save succeeded, non-zero otherwise.
+#
+# It never outlives its server for long: a server that stops answering
+# (killed, or stopped by a signal) ends it within seconds, and it gives up
+# after SNAPSHOT_TIMEOUT_S (600) seconds in all.
 set -u
 sock=${1:?usage: snapshot.sh SOCK}
-cli() { redis-cli -s "$sock" "$@"; }
+limit=${SNAPSHOT_TIMEOUT_S:-600}
+deadline=$(($(date +%s) + limit))
+# A stopped server would hold redis-cli (it has no timeout of its own).
+cli() { timeout 10 redis-cli -s "$sock" "$@"; }
 
 tries=0
 until out=$(cli BGSAVE) && [ "$out" = "Background saving started" ]; do
@@ -24,14 +31,19 @@ until out=$(cli BGSAVE) && [ "$out" = "Background saving started" ]; do
 	[ $tries -lt 600 ] || { echo "snapshot.sh: BGSAVE: $out (for 30 s)" >&2; exit 1; }
 	sleep 0.05
 done
-tries=0
+gone=0
 while :; do
-	state=$(cli INFO persistence | tr -d '\r' | grep -E '^rdb_(bgsave_in_progress|last_bgsave_status):')
+	if info=$(cli INFO persistence); then
+		gone=0
+	else
+		gone=$((gone + 1))
+		[ $gone -lt 3 ] || { echo "snapshot.sh: the server does not answer: $info" >&2; exit 1; }
+	fi
+	state=$(printf '%s\n' "$info" | tr -d '\r' | grep -E '^rdb_(bgsave_in_progress|last_bgsave_status):')
 	case $state in
 	*"in_progress:0"*"status:ok"*) exit 0 ;;
 	*"in_progress:0"*) echo "snapshot.sh: BGSAVE failed" >&2; exit 1 ;;
 	esac
-	tries=$((tries + 1))
-	[ $tries -lt 60000 ] || { echo "snapshot.sh: BGSAVE did not finish" >&2; exit 1; }
-	sleep 0.01
+	[ "$(date +%s)" -lt "$deadline" ] || { echo "snapshot.sh: BGSAVE did not finish in $limit s" >&2; exit 1; }
+	sleep 0.02
 done

@@ -21,8 +21,8 @@
 #
 # Nodes on other hosts are out of its reach: a dead host stops answering ARP
 # for the address, but a live host whose server died or was deposed keeps it
-# until it runs --release (see README, "A virtual IP that follows the
-# leader"). Every line it prints starts with "vip.sh:", in the node's apus.log.
+# until it runs --release (see doc/operator-guide.md, "A virtual IP that
+# follows the leader"). Every line it prints starts with "vip.sh:", in the node's apus.log.
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }

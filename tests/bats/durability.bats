@@ -91,15 +91,17 @@ function fill() {
 
 @test "kill -9 of the leader, then the new leader, then the third, each restarted, under a list writer: no acknowledged write lost" {
 	local n round
-	start_writer chain 40
+	start_writer chain 120
 	for round in 1 2 3; do
-		sleep 3
+		writer_more chain 2000
 		n=$(leader_id) || fail "round $round: no leader"
 		kill -KILL "$(redis_pid "$n")"
 		sleep 1
 		run timeout 60 "$APUS" start --config "$CONF" --node "$n" 3>&-
 		assert_eq "$status" 0 "round $round: apus start --node $n: $output"
 	done
+	writer_more chain 2000
+	end_writer
 	audit chain 1
 }
 
@@ -152,26 +154,28 @@ function fill() {
 
 @test "list audit under SIGSTOP of the leader and of a backup and kill -9 of a backup, the log wrapping: no acknowledged write lost" {
 	local n p
-	start_writer faults 30
-	sleep 3
+	start_writer faults 120
+	writer_more faults 4000
 	# A paused leader is deposed; resumed, it rebuilds and rejoins.
 	n=$(leader_id) || fail "no leader"
 	p=$(redis_pid "$n")
 	kill -STOP "$p"
 	sleep 2
 	kill -CONT "$p"
-	sleep 3
+	writer_more faults 4000
 	# A paused backup holds the log: the others go on once it is back.
 	n=$(backups | head -n 1)
 	p=$(redis_pid "$n")
 	kill -STOP "$p"
 	sleep 1
 	kill -CONT "$p"
-	sleep 3
+	writer_more faults 4000
 	n=$(backups | tail -n 1)
 	kill -KILL "$(redis_pid "$n")"
 	sleep 1
 	run timeout 60 "$APUS" start --config "$CONF" --node "$n" 3>&-
 	assert_eq "$status" 0 "apus start --node $n: $output"
+	writer_more faults 4000
+	end_writer
 	audit faults 1000
 }

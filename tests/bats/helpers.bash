@@ -134,7 +134,8 @@ function make_conf() {
 		echo "suspect_ms   = ${APUS_TEST_SUSPECT_MS:-300}"
 		echo "commit_wait  = ${APUS_TEST_COMMIT_WAIT:-read}"
 		# APUS_TEST_THREAD_ORDER=requests: the suites under the request
-		# order (README, "Multi-threaded servers"); unset: the default.
+		# order (doc/operator-guide.md, "Multi-threaded servers"); unset: the
+		# default.
 		[ -n "${APUS_TEST_THREAD_ORDER:-}" ] && echo "thread_order = $APUS_TEST_THREAD_ORDER"
 		# APUS_TEST_PATH=sockets: the leader waits per read() and backups
 		# replay through loopback sockets (the paths before read-ahead
@@ -472,6 +473,22 @@ function start_writer() {
 	WRITER=$!
 }
 
+# writer_more KEY N - wait (60 s at most) until the writer of KEY has N
+# more writes acknowledged than now: the cluster serves (again).
+function writer_more() {
+	local log="$BATS_TEST_TMPDIR/$1.log" from want
+	from=$(grep -c '^ack ' "$log" 2>/dev/null)
+	want=$((${from:-0} + $2))
+	retry 600 0.1 eval '[ "$(grep -c "^ack " "$log" 2>/dev/null)" -ge "$want" ]' ||
+		fail "the writer of $1 got fewer than $2 more writes acknowledged in 60 s (had $from): $(status_json)"
+}
+
+# end_writer - the writer stops now (SIGTERM), not at its --seconds.
+function end_writer() {
+	[ -n "${WRITER:-}" ] && kill -TERM "$WRITER" 2>/dev/null
+	return 0
+}
+
 # audit KEY MIN - after the writer: at least MIN writes were acknowledged,
 # every one sits at its position in the leader's list, and the replicas
 # (rebuilt where the log left one behind) end equal.
@@ -537,6 +554,7 @@ function wait_digests_equal() {
 function wait_equal_on_all_of() {
 	local nodes=$1 want=$2 deadline=$((SECONDS + 30)) n got ok
 	shift 2
+	[ -n "${nodes// /}" ] || { echo "wait_equal_on_all_of: no node to compare" >&2; return 1; }
 	while :; do
 		ok=1
 		for n in $nodes; do
@@ -643,6 +661,12 @@ function file_cluster() {
 # Defaults for a file with one cluster; a file defines its own to differ.
 function teardown_file() {
 	stop_cluster "${CONF:-}"
+}
+
+# A writer that a failed test left running would write on into the next.
+function teardown() {
+	end_writer
+	WRITER=
 }
 
 function setup() {

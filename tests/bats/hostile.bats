@@ -438,7 +438,7 @@ function two_backups() {
 	rss_bounded
 }
 
-@test "half-open clients, held or vanished without a FIN, and requests cut mid-way" {
+@test "half-open clients, held or closed mid-request, and requests cut mid-way" {
 	local fd0 n
 	fd0=$(fd_count "$(redis_pid "$LEADER")")
 	# 200 connections each holding half a SET.
@@ -450,16 +450,6 @@ function two_backups() {
 	# Their process dies: the kernel closes them; so must every replica.
 	kill -KILL "$BG_PIDS"
 	fds_back "$LEADER" "$fd0"
-	# 200 more that vanish without a FIN or RST (TCP_REPAIR): the server
-	# never learns they are gone.
-	run python3 "$CLIENT" --port "$(leader_port)" halfopen --count 200 --vanish --hold 0
-	echo "$output"
-	if [ "$status" -eq 77 ]; then
-		echo "# vanishing clients skipped: $output" >&3
-	else
-		[ "$status" -eq 0 ] || fail "vanishing clients: $output"
-	fi
-	serving vanished
 	# Whole requests before a cut are executed everywhere, the cut one
 	# nowhere: 50 closed with FIN, 50 with RST.
 	run python3 "$CLIENT" --port "$(leader_port)" midclose --count 50
@@ -472,5 +462,16 @@ function two_backups() {
 			"whole/cut requests executed on node $n"
 	done
 	serving midclose
+	rss_bounded
+}
+
+@test "200 clients that vanish without a FIN or RST mid-request: every replica serves on" {
+	# TCP_REPAIR closes a socket without telling the peer: the server
+	# never learns they are gone.
+	run python3 "$CLIENT" --port "$(leader_port)" halfopen --count 200 --vanish --hold 0
+	echo "$output"
+	[ "$status" -ne 77 ] || skip "$output"
+	[ "$status" -eq 0 ] || fail "vanishing clients: $output"
+	serving vanished
 	rss_bounded
 }

@@ -28,7 +28,6 @@ function own_cluster() {
 		"$NETNS" up 6 >/dev/null || fail "cannot create six network namespaces"
 	fi
 	start_cluster "$CONF" || fail "the cluster did not start"
-	sleep 1
 	retry 50 0.2 leader_port "$CONF" >/dev/null || fail "no leader after the start"
 }
 
@@ -75,15 +74,23 @@ function replaced() {
 }
 
 @test "replace a kill -9'd backup under a list writer: nothing acknowledged lost, members equal" {
-	own_cluster
-	local victim
+	APUS_TEST_METRICS=1 own_cluster
+	local victim where mport
 	start_writer rb 8
 	sleep 2
 	victim=$(backups | head -n 1)
 	kill -KILL "$(redis_pid "$victim")"
-	# shellcheck disable=SC2046
-	change replace --node "$victim" $(place 3)
+	# On this host the new node takes the dead one's ports that are not
+	# given (its metrics_port here).
+	where=$(place 3)
+	[ -n "${APUS_TEST_NETNS:-}" ] || where="--address 127.0.0.1 --app-port $((BASE + 4))"
+	mport=$(conf_node_get "$CONF" "$victim" metrics_port)
+	# shellcheck disable=SC2086
+	change replace --node "$victim" $where
 	assert_eq "$status" 0 "apus replace"
+	assert_eq "$(conf_node_get "$CONF" 3 metrics_port)" "$mport" "node 3's metrics_port"
+	curl -sf "http://127.0.0.1:$(conf_node_get "$CONF" 3 metrics_port)/metrics" | grep -q '^apus_' ||
+		[ -n "${APUS_TEST_NETNS:-}" ] || fail "node 3's metrics do not answer"
 	[[ "$output" == *"node 3 started from node "*"snapshot"* ]] || fail "node 3 was not started from a snapshot"
 	[[ "$output" == *"node $victim replaced by node 3"* ]] || fail "unexpected: $output"
 	audit rb 500
@@ -150,7 +157,7 @@ function replaced() {
 	local old n idx first="" rc
 	# Data first; the race itself runs without clients (a node rebuilt
 	# from a peer during a failover under a writer is another matter: see
-	# the README's limits).
+	# doc/limits.md).
 	start_writer race 4
 	audit race 200
 	old=$(leader_id) || fail "no leader"

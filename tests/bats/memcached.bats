@@ -17,7 +17,8 @@ load helpers
 MC="$APUS_ROOT/apps/memcached"
 FAULT="$APUS_ROOT/scripts/fault.sh"
 MC_THREADS="${APUS_TEST_MC_THREADS:-4}"
-# The shipped configs' thread_order (README, "Multi-threaded servers").
+# The shipped configs' thread_order (doc/operator-guide.md,
+# "Multi-threaded servers").
 MC_THREAD_ORDER="${APUS_TEST_THREAD_ORDER:-requests}"
 # Ports of this file: 19900-19999 (helpers.bash: app PORTBASE+1+i, peers
 # PORTBASE+51+i; here the admin ports PORTBASE+30+i, a bare memcached on
@@ -358,8 +359,13 @@ while True:
 	timeout 60 python3 "$MC/workload.py" --host "$(leader_host)" --port "$(leader_port)" \
 		--conns 8 --ops 0 --duration 3 --keys "$KEYS" --prefix fobg --seed failover >/dev/null 2>&1 3>&- &
 	local load=$!
-	sleep 1.5
+	# The kill comes while the writer is under way (100 of its 600 sets
+	# acknowledged), however slow the machine.
+	retry 300 0.05 eval '[ "$(grep -c "^set " "$log" 2>/dev/null)" -ge 100 ]' ||
+		fail "the writer acknowledged fewer than 100 sets in 15 s: $(tail -n 3 "$log")"
 	"$FAULT" kill --config "$CONF" --node "$old"
+	# Recorded now: the tests after this one restart it, whatever fails here.
+	echo "$old" >"$BATS_FILE_TMPDIR/killed"
 	mc_wait_new_leader "$old"
 	wait "$writer" || fail "audit.py write failed"
 	wait "$load" || true
@@ -377,7 +383,6 @@ while True:
 	wait_mc_digests_equal "$(others "$old")" 30 --prefix fobg --keys "$KEYS"
 	wait_mc_digests_equal "$(others "$old")" 30 --prefix fo --keys 601 --key fo:ctr
 	grep -q "serving clients as leader of view" "$(data_dir "$NEW")/apus.log" || fail "node $NEW never served"
-	echo "$old" >"$BATS_FILE_TMPDIR/killed"
 }
 
 @test "the killed leader restarts and catches up the whole log: every replica equal" {

@@ -13,7 +13,7 @@ function setup_file() {
 	# CRIU gives a restored process its pids and thread ids back: with the
 	# default pid_max (32768) the suites' thousands of short processes
 	# wrap it within minutes, and a thread id an image needs is then often
-	# taken (README, "Checkpoints and the guard").
+	# taken (doc/operator-guide.md, "Checkpoints and the guard").
 	[ "$(cat /proc/sys/kernel/pid_max)" -ge 4194304 ] || echo 4194304 >/proc/sys/kernel/pid_max || true
 	APUS_TEST_GUARD=on file_cluster 18600 1M
 }
@@ -33,6 +33,8 @@ function setup() {
 }
 
 function teardown() {
+	end_writer
+	WRITER=
 	[ -n "${OWN_CONF:-}" ] && stop_cluster "$OWN_CONF"
 	OWN_CONF=
 	# The file's cluster again for the next test.
@@ -114,9 +116,12 @@ function snapshot_past() {
 		sleep 2
 	done
 	if [ "$status" -ne 0 ]; then
-		local held
+		local held holder
 		held=$(grep -o "Can't fork for [0-9]*" <<<"$output" | grep -o '[0-9]*$')
-		fail "apus restore --checkpoint $id: $output; holder: $(ps -eLo pid,tid,ppid,stat,lstart,comm | awk -v t="$held" '$2 == t')"
+		# A pid stays taken while it is a live thread's id, or the process
+		# group or session of a live process.
+		holder=$(ps -eLo pid,tid,pgid,sid,ppid,stat,args | awk -v t="$held" '$2 == t || $3 == t || $4 == t')
+		fail "apus restore --checkpoint $id: $output; holders of $held: '$holder'"
 	fi
 	retry 50 0.2 eval '[ "$(status_node "$(status_json)" "$victim" recoverable)" = false ]' ||
 		fail "node $victim, restored to entry $idx, claims it can rebuild its state: $(status_json)"
@@ -146,7 +151,7 @@ function snapshot_past() {
 	victim=$(backups | head -n 1)
 	peer=$(leader_id)
 	kill -KILL "$(redis_pid "$peer")"
-	retry 100 0.1 serving_leader || fail "no leader after node $peer died"
+	retry 300 0.1 serving_leader || fail "no leader serves 30 s after node $peer died: $(status_json)"
 	retry 150 0.1 grep -q "node $peer started again\|node $peer died as a backup: restored" \
 		"$(data_dir "$peer")/apus.guard.log" || fail "node $peer is not back"
 	retry 100 0.1 eval '[ "$(status_node "$(status_json)" "$peer" role)" = backup ]' ||

@@ -135,6 +135,12 @@ int main(void)
 	expect_error(NODES "guard_port = 9\nmetrics_port = 9\n", 2, "metrics_port 9 is also");
 	expect_error("metrics_port = 7010\n" NODES "[node 1]\napp_port = 7002\ndata_dir = /b\n", 6,
 		     "same address and metrics_port as node 0");
+	/* The replacement of a dead node may take its ports, not its data. */
+	CHECK(load("metrics_port = 7010\n" NODES "[node 1]\napp_port = 7001\ndata_dir = /b\n"
+		   "replaces = 0\n", &c, err, sizeof(err)) == 0 && c.nodes[1].replaces == 0,
+	      "a replacement on its node's ports: %s", err);
+	expect_error(NODES "[node 1]\napp_port = 7001\ndata_dir = /tmp/a\nreplaces = 0\n", 5,
+		     "shares data_dir with node 0");
 	unlink(path);
 	CHECK(config_load(path, &c, err, sizeof(err)) == -1 && strstr(err, "cannot open"), "%s", err);
 	return 0;
