@@ -121,9 +121,11 @@ $(FIXTURE): tests/unit/fixture/fixture.c
 # uninstrumented libapus.so and is left to the plain build).
 unit: $(UNIT_BIN)
 
+# The sanitizer builds use every core (make test alone is not run with -j).
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 test: all
-	$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan SANITIZE=thread unit
-	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=address,undefined unit
+	$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(BUILD)/tsan SANITIZE=thread unit
+	$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(BUILD)/asan SANITIZE=address,undefined unit
 	bash tests/run.sh
 
 # make test, with every tcp-netns variant of the suites (tests/run.sh).

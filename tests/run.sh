@@ -143,10 +143,11 @@ if [ "${#bats_files[@]}" -gt 0 ] && ! command -v bats >/dev/null 2>&1; then
 	bats_files=()
 fi
 
-# Test clusters keep their regions in /dev/shm (region_dir, memory that a
-# stopped cluster still holds for its restart): each suite's go when it ends.
-# Only the tests' own (helpers.bash names their clusters test<PORT>): other
-# clusters on this machine keep theirs.
+# Test clusters keep their regions in memory (region_dir, what a stopped
+# cluster still holds for its restart).  Each run's are in a directory of
+# its own, dropped when it ends; what a test put in /dev/shm itself goes at
+# the end.  Only the tests' own (helpers.bash names their clusters
+# test<PORT>): other clusters on this machine keep theirs.
 regions_before=$(ls /dev/shm/apus-test*.region 2>/dev/null)
 drop_test_regions() {
 	local r
@@ -170,17 +171,80 @@ note_why() {
 	failures[${#failures[@]} - 1]+=$'\n      '"${l:0:400}"
 }
 
+# ---- the suites in lanes ---------------------------------------------------
+# Most of a suite's time is waiting (on elections, on replicas catching up),
+# so APUS_TEST_JOBS lanes (2) run suites side by side.  Runs that would meet
+# stay in one group, which one lane runs in order: a file and its variants
+# (the same ports and cluster names), every run in network namespaces (one
+# set of namespaces), rebuild and recovery (ports 18600-18699).  Each run
+# gets a region directory of its own (APUS_TEST_SHM, helpers.bash), dropped
+# when it ends: a stopped cluster of another run keeps its regions.  The
+# biggest groups go first.  With sanitizer reports to tell apart, one lane.
+JOBS=${APUS_TEST_JOBS:-2}
+[ -n "${APUS_SANITIZER_LOG_DIR:-}" ] && JOBS=1
+# Rough seconds of the longer suites (2 cores): only the order of the queue.
+declare -A EST=([durability]=200 [owner]=150 [rebuild]=150 [recovery]=150 [failover]=110
+	[membership]=110 [hostile]=100 [iothreads]=90 [mariadb]=85 [digest]=65 [memcached]=55
+	[vip]=40 [verify]=35 [faults]=35 [checker]=25 [checkpoint]=30 [metrics]=30 [install]=26)
+netns_files=" "
 for run in "${bats_files[@]}"; do
+	[[ "$run" == *"|APUS_TEST_NETNS="* ]] && netns_files+="${run%%|*} "
+done
+declare -A group_runs group_est
+groups=()
+for i in "${!bats_files[@]}"; do
+	run=${bats_files[i]}
 	f=${run%%|*}
-	setting=
+	base=${f##*/}
+	base=${base%.bats}
+	case " $netns_files " in
+	*" $f "*) g=netns ;;
+	*) case $base in rebuild | recovery) g=criu-ports ;; *) g=$base ;; esac ;;
+	esac
+	[ -n "${group_runs[$g]+x}" ] || groups+=("$g")
+	group_runs[$g]+="$i "
+	group_est[$g]=$((${group_est[$g]:-0} + ${EST[$base]:-20}))
+done
+mapfile -t groups < <(for g in "${groups[@]}"; do echo "${group_est[$g]} $g"; done | sort -rn | cut -d' ' -f2)
+
+shm_root=/dev/shm/apus-tests.$$
+echo 0 >"$tmp/queue.next"
+: >"$tmp/done"
+
+# next_group - the index of the next group in the queue (one lane takes it).
+next_group() {
+	flock "$tmp/queue.lock" bash -c 'read -r n <"$1"; echo $((n + 1)) >"$1"; echo "$n"' _ "$tmp/queue.next"
+}
+
+# run_suite I - bats on run I, its output in $tmp/run.I; "I RC SECONDS" to $tmp/done.
+run_suite() {
+	local i=$1 run=${bats_files[$1]} f setting= shm=$shm_root/$1 start=$SECONDS rc=0
+	f=${run%%|*}
+	[ "$run" != "$f" ] && setting=${run#*|}
+	mkdir -p "$shm"
+	env ${setting:+"$setting"} APUS_TEST_SHM="$shm" timeout --kill-after=30 "$BATS_TIMEOUT" \
+		bats --tap "$f" >"$tmp/run.$i" 2>&1 </dev/null || rc=$?
+	rm -rf "$shm"
+	echo "$i $rc $((SECONDS - start))" >>"$tmp/done"
+}
+
+run_lane() {
+	local k i
+	while k=$(next_group) && [ "$k" -lt "${#groups[@]}" ]; do
+		for i in ${group_runs[${groups[$k]}]}; do
+			run_suite "$i"
+		done
+	done
+}
+
+# report_suite I RC SECONDS - what run I's TAP says, counted.
+report_suite() {
+	local i=$1 rc=$2 secs=$3 run=${bats_files[$1]} f setting= suite line name reason n
+	local plan=0 seen=0 in_fail=0 timed_out=0
+	f=${run%%|*}
 	[ "$run" != "$f" ] && setting=${run#*|}
 	suite=${f##*/}
 	suite=${suite%.bats}${setting:+[${setting#*=}]}
-	plan=0
-	seen=0
-	in_fail=0
-	suite_start=$SECONDS
-	# Read TAP as it arrives so a long suite shows progress.
 	while IFS= read -r line; do
 		case $line in
 		1..*)
@@ -220,13 +284,9 @@ for run in "${bats_files[@]}"; do
 			[ "$in_fail" -eq 1 ] && note_why "$line"
 			;;
 		esac
-	done < <(env ${setting:+"$setting"} timeout --kill-after=30 "$BATS_TIMEOUT" bats --tap "$f" 2>&1 </dev/null)
-	wait $! 2>/dev/null
-	rc=$?
-	drop_test_regions
+	done <"$tmp/run.$i"
 	report_sanitizer_logs "$suite"
-	echo "     ($suite: $((SECONDS - suite_start)) s)"
-	timed_out=0
+	echo "     ($suite: $secs s)"
 	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
 		timed_out=1
 		echo "FAIL $suite (timed out after ${BATS_TIMEOUT}s)"
@@ -246,7 +306,44 @@ for run in "${bats_files[@]}"; do
 		failed=$((failed + 1))
 		failures+=("$suite")
 	fi
+}
+
+lanes=()
+if [ "${#bats_files[@]}" -gt 0 ]; then
+	for ((l = 0; l < JOBS; l++)); do
+		run_lane &
+		lanes+=($!)
+	done
+fi
+# Each suite is reported when it ends, whole (lanes do not interleave).
+reported=0
+declare -A done_runs
+while [ "$reported" -lt "${#bats_files[@]}" ]; do
+	new=0
+	while read -r i rc secs; do
+		[ -n "${done_runs[$i]+x}" ] && continue
+		done_runs[$i]=1
+		report_suite "$i" "$rc" "$secs"
+		reported=$((reported + 1))
+		new=1
+	done <"$tmp/done"
+	[ "$new" -eq 1 ] && continue
+	alive=0
+	for l in "${lanes[@]}"; do kill -0 "$l" 2>/dev/null && alive=1; done
+	if [ "$alive" -eq 0 ]; then
+		# A lane that died leaves runs that never reported.
+		grep -q . "$tmp/done" && sleep 0.2
+		[ "$(wc -l <"$tmp/done")" -gt "$reported" ] && continue
+		echo "FAIL bats: $((${#bats_files[@]} - reported)) run(s) never reported (a lane died)"
+		failed=$((failed + ${#bats_files[@]} - reported))
+		failures+=("bats: runs never reported")
+		break
+	fi
+	sleep 1
 done
+wait
+rm -rf "$shm_root"
+drop_test_regions
 # The namespaces the netns runs made (the tests' own prefix, see helpers.bash).
 if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null 2>&1; then
 	APUS_NETNS_PREFIX="${APUS_NETNS_PREFIX:-apust}" scripts/netns.sh down >/dev/null 2>&1 || true
