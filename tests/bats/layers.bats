@@ -43,3 +43,23 @@ setup() {
 	run grep -rnE 'shim_node->' "$APUS_ROOT/preload"
 	[ -z "$output" ] || fail "preload/ reads the node's fields: $output"
 }
+
+@test "ARCHITECTURE.md names every header of another folder that preload/ includes, and no other" {
+	local row used named h
+	used=$(grep -ohE '#include +"\.\./[a-z]+/[a-z_]+\.h"' "$APUS_ROOT"/preload/*.[ch] |
+		sed -E 's/.*"\.\.\/([^"]+)"/\1/' | sort -u)
+	[ -n "$used" ] || fail "found no include of another folder in preload/"
+	# The folder table's preload/ row: its last column says what it uses.
+	row=$(grep -m1 '^| `preload/` |' "$APUS_ROOT/ARCHITECTURE.md")
+	[ -n "$row" ] || fail "ARCHITECTURE.md has no preload/ row"
+	row=${row##*| \`coordinator/\` through}
+	for h in $used; do
+		grep -qE "\`($h|${h##*/})\`" <<<"$row" || fail "preload/ includes $h; ARCHITECTURE.md does not say so"
+	done
+	# Headers the row names as used (before its "Never" sentence) are used.
+	named=$(sed 's/Never.*//' <<<"$row" | grep -oE '`([a-z]+/)?[a-z_]+\.h`' | tr -d '`' | sort -u)
+	for h in $named; do
+		[ -e "$APUS_ROOT/preload/$h" ] && continue	# its own (shim.h)
+		grep -q "/${h##*/}\$" <<<"$used" || fail "ARCHITECTURE.md says preload/ uses $h; it does not include it"
+	done
+}
