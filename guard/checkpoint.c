@@ -286,6 +286,15 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 		       node, rc == 127 ? "criu not found" : line);
 		goto fail;
 	}
+	/* A node elected during the dump (or held past its limit) left its
+	 * hold and executed on: the image may hold more than entry index, and
+	 * a restore would execute those entries twice. */
+	if (load64(&ctl->ckpt.broken) == req || ctl->status.role != ROLE_BACKUP) {
+		seterr(err, errlen, "node %d left its hold at entry %llu during the dump (it was "
+				    "elected?): the image is not at that entry; not kept",
+		       node, (unsigned long long)c.index);
+		goto fail;
+	}
 	ckpt_say(progress, "dumped in %llu ms; copying the data directory",
 	    (unsigned long long)c.dump_ms);
 	if (copy_data(cfg->nodes[node].data_dir, data, cfg->snapshot_file, RUN_BACKGROUND)) {
