@@ -248,6 +248,7 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	c.index = load64(&ctl->ckpt.idx);
 	c.log_pos = load64(&ctl->ckpt.pos);
 	c.view = load64(&ctl->ckpt.view);
+	c.drained = load64(&ctl->ckpt.drained) != 0;
 	c.time_ms = realtime_ms();
 	snprintf(c.id, sizeof(c.id), "%012llu-%llu", (unsigned long long)c.index,
 		 (unsigned long long)c.time_ms);

@@ -28,6 +28,7 @@ struct ckpt_info {
 	uint64_t image_bytes, data_bytes;
 	uint64_t dump_ms;
 	pid_t pid;
+	int drained;	/* its server had taken every entry sent to it (not kept on disk) */
 };
 
 /* The CRIU binary: $APUS_CRIU, else criu from PATH. */

@@ -179,8 +179,9 @@ static void take_checkpoint(struct guard *g)
 	}
 	g->last_ckpt_idx = k.index;
 	int gone = ckpt_prune(&g->c.cfg, g->c.node, g->c.cfg.checkpoint_keep);
-	glog("checkpoint %s: entry %llu, images %.1f MB, dump %llu ms%s", k.id,
+	glog("checkpoint %s: entry %llu, images %.1f MB, dump %llu ms%s%s", k.id,
 	     (unsigned long long)k.index, k.image_bytes / 1e6, (unsigned long long)k.dump_ms,
+	     k.drained ? "" : ", its server's unread input in the image",
 	     gone ? " (older ones pruned)" : "");
 }
 

@@ -93,9 +93,14 @@ function stop_and_check_clean() {
 	[ -n "$victim" ] || fail "no backup"
 	wait_checkpoint "$victim"
 	log="$(data_dir "$victim")/apus.guard.log"
+	local mark
+	mark=$(wc -l <"$log")
 	kill -KILL "$(redis_pid "$victim")"
-	# The guard takes the node's lock for its restore; apus restore waits for it.
-	retry 100 0.05 grep -q "apus guard" <<<"$(holder "$victim")" || true
+	# The guard takes the node's lock for its restore (or is done with it
+	# already); apus restore, after that, finds the guard acting.
+	retry 200 0.05 eval 'grep -q "apus guard" <<<"$(holder "$victim")" ||
+		tail -n +"$((mark + 1))" "$log" | grep -q "restored from checkpoint\|starting it afresh"' ||
+		fail "the guard did not act on node $victim's death in 10 s: $(tail -n 5 "$log")"
 	run "$APUS" restore --config "$CONF" --node "$victim" 3>&-
 	echo "apus restore: $output" >&2
 	[ "$status" -eq 3 ] || fail "apus restore exited $status, want 3: $output"
@@ -136,7 +141,7 @@ function stop_and_check_clean() {
 		{ kill -CONT "$gpid"; fail "node $victim's server (pid $victim_pid) outlived SIGKILL"; }
 	APUS_CRIU=$criu_wait "$APUS" restore --config "$CONF" --node "$victim" >"$BATS_TEST_TMPDIR/restore.out" 2>&1 3>&- &
 	restore_pid=$!
-	retry 200 0.05 grep -q "apus restore" <<<"$(holder "$victim")" || {
+	retry 200 0.05 eval 'grep -q "apus restore" <<<"$(holder "$victim")"' || {
 		kill -CONT "$gpid"
 		touch "$go"
 		fail "apus restore never held the lock: $(cat "$BATS_TEST_TMPDIR/restore.out")"
