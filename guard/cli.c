@@ -199,9 +199,8 @@ static int has_other_threads(pid_t pid)
 
 int cli_pid_alive(pid_t pid)
 {
-	char path[64], buf[512], *p;
+	char path[64], buf[512], *p, state = 0;
 	FILE *f;
-	int alive = 0, zombie = 0;
 
 	if (pid <= 0 || kill(pid, 0) < 0)
 		return 0;
@@ -210,18 +209,16 @@ int cli_pid_alive(pid_t pid)
 	f = fopen(path, "re");
 	if (!f)
 		return 0;
-	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ') {
-		zombie = p[2] == 'Z' || p[2] == 'X';
-		alive = !zombie;
-	}
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
+		state = p[2];
 	fclose(f);
 	/* A leader thread is a zombie for a moment while another thread of
 	 * its process execs (the shim re-executes its server from its role
 	 * thread), and for good when it called pthread_exit: the process
 	 * lives while another of its threads does. */
-	if (zombie)
-		alive = has_other_threads(pid);
-	return alive;
+	if (state == 'Z' || state == 'X')
+		return has_other_threads(pid);
+	return state != 0;
 }
 
 pid_t cli_pidfile_pid(const struct apus_config *cfg, int node, const char *name)
