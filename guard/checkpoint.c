@@ -22,6 +22,7 @@
 #include "../coordinator/recovery.h"
 #include "../coordinator/region.h"
 #include "cli.h"
+#include "owner.h"
 
 #define ACK_TIMEOUT_MS 5000
 #define RESTORE_TRIES 25	/* 200 ms apart: a killed pid may stay taken ~1.6 s */
@@ -360,6 +361,12 @@ static int restore_from(const struct apus_config *cfg, int node, const struct ck
 	store64(&ctl->ckpt.restore_gen, load64(&ctl->ckpt.restore_gen) + 1);
 	region_unmap_ctl(ctl);
 
+	int left = node_end_leftovers(cfg, node, LEFTOVER_WAIT_MS);
+	if (left) {
+		seterr(err, errlen, "%d process%s of node %d's previous server outlived SIGKILL for "
+		       "%d ms", left, left == 1 ? "" : "es", node, LEFTOVER_WAIT_MS);
+		return -1;
+	}
 	snprintf(data, sizeof(data), "%s/data", c->dir);
 	if (copy_data(data, cfg->nodes[node].data_dir, cfg->snapshot_file, RUN_NOW)) {
 		seterr(err, errlen, "cannot copy the checkpoint's data into %s",

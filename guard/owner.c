@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +239,82 @@ int node_processes(const struct apus_config *cfg, int node, pid_t *out, int max)
 	}
 	closedir(proc);
 	return count;
+}
+
+/* The pid NODE's pid file names, alive or not (0 if none). */
+static pid_t recorded_pid(const struct apus_config *cfg, int node)
+{
+	char path[PATH_MAX];
+	int pid = 0;
+	FILE *f;
+
+	if (config_run_path(cfg, node, "apus.pid", path, sizeof(path)) || !(f = fopen(path, "re")))
+		return 0;
+	if (fscanf(f, "%d", &pid) != 1)
+		pid = 0;
+	fclose(f);
+	return (pid_t)pid;
+}
+
+/* The session of PID (0 if it is gone). */
+static pid_t session_of(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	int sid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	/* "pid (comm) state ppid pgrp session ...": comm may hold ')'. */
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
+		sscanf(p + 1, " %*c %*d %*d %d", &sid);
+	fclose(f);
+	return (pid_t)sid;
+}
+
+/* NODE's processes (node_processes) and, while the server recorded last is
+ * dead, the live members of its session (cli_spawn_node made it a session
+ * leader): a child that closed the server lock and whose environment the
+ * server wrote over (Redis's BGSAVE child) is found only so.  A session
+ * keeps its id, the dead server's pid, from being reused, so the
+ * members are the dead server's. */
+static int leftovers(const struct apus_config *cfg, int node, pid_t dead, pid_t *out, int max)
+{
+	int n = node_processes(cfg, node, out, max);
+	struct dirent *d;
+	DIR *proc;
+
+	if (dead <= 0 || cli_pid_alive(dead) || !(proc = opendir("/proc")))
+		return n;
+	while ((d = readdir(proc))) {
+		pid_t pid = (pid_t)atoi(d->d_name);
+		int known = 0;
+
+		if (pid <= 0 || pid == getpid() || session_of(pid) != dead || !cli_pid_alive(pid))
+			continue;
+		for (int i = 0; i < n && i < max; i++)
+			known |= out[i] == pid;
+		if (!known && n < max)
+			out[n] = pid;
+		n += !known;
+	}
+	closedir(proc);
+	return n;
+}
+
+int node_end_leftovers(const struct apus_config *cfg, int node, int wait_ms)
+{
+	pid_t pids[64], dead = recorded_pid(cfg, node);
+	int n = leftovers(cfg, node, dead, pids, 64);
+
+	for (int waited = 0; n && waited < wait_ms; waited += 10) {
+		for (int i = 0; i < n && i < 64; i++)
+			kill(pids[i], SIGKILL);
+		cli_sleep_ms(10);
+		n = leftovers(cfg, node, dead, pids, 64);
+	}
+	return n;
 }
 
 pid_t process_parent(pid_t pid)

@@ -38,6 +38,19 @@ int owner_acting(const struct apus_config *cfg, int node, char *out, size_t len)
  * pids in OUT; returns how many there are. */
 int node_processes(const struct apus_config *cfg, int node, pid_t *out, int max);
 
+/* Ends what NODE's dead server left running, before anything starts or
+ * restores it: SIGKILL to each of the node's processes, then waits up to
+ * WAIT_MS for them to be gone.  Such a leftover is a snapshot child (Redis's
+ * BGSAVE child renames its file over the one the next server loads: that
+ * server would start from a state no log entry names) or a process that
+ * keeps the dead server's pid taken as its session id (a CRIU restore needs
+ * that pid back).  They are the node's processes (above) and the members
+ * of the session of the server its pid file names, once that one is dead.
+ * Call only once the node's server is known dead.  Returns how many are
+ * left. */
+#define LEFTOVER_WAIT_MS 5000
+int node_end_leftovers(const struct apus_config *cfg, int node, int wait_ms);
+
 /* Whether PID is one of NODE's processes (a recorded pid may have been
  * reused by another process since). */
 int node_owns_pid(const struct apus_config *cfg, int node, pid_t pid);

@@ -186,6 +186,13 @@ pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 		return -1;
 	}
 
+	int left = node_end_leftovers(cfg, node, LEFTOVER_WAIT_MS);
+	if (left) {
+		cli_error("node %d: %d process%s of its previous server outlived SIGKILL for %d ms: "
+			  "not started", node, left, left == 1 ? "" : "es", LEFTOVER_WAIT_MS);
+		return -1;
+	}
+
 	pid = fork();
 	if (pid < 0) {
 		cli_error("fork: %s", strerror(errno));

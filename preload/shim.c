@@ -5,6 +5,7 @@
 #define LOG_PREFIX "shim: "
 #include "shim.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -83,6 +84,52 @@ static void save_cmdline(void)
  * its new shim replays the durable log into it as a backup.  Descriptors
  * other than stdio are closed across the exec: the listening sockets must
  * be free for the new server.  Returns only if the exec failed. */
+/* The children of the server being replaced (a BGSAVE child, our
+ * snapshot_cmd's tree): the fresh server loads the recovery point's
+ * snapshot file, and a save child of the old one that finished after the
+ * file was put in place would rename its own over it.  They are killed,
+ * and waited for (up to a second) until none can still write.  Returns how
+ * many outlived that. */
+static int end_children(void)
+{
+	int left = 0;
+
+	for (int tries = 0; tries < 100; tries++) {
+		DIR *proc = opendir("/proc");
+		struct dirent *d;
+
+		if (!proc)
+			return 0;
+		left = 0;
+		while ((d = readdir(proc))) {
+			char path[64], buf[512], *p, state;
+			int pid = atoi(d->d_name), ppid, pgrp, sid;
+			FILE *f;
+
+			if (pid <= 0)
+				continue;
+			snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+			if (!(f = fopen(path, "re")))
+				continue;
+			p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+			fclose(f);
+			/* "pid (comm) state ppid pgrp session ...": comm may hold ')'. */
+			if (!p || sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &sid) != 4 ||
+			    ppid != getpid() || state == 'Z' || state == 'X')
+				continue;
+			kill(pid, SIGKILL);
+			if (sid == pid)
+				kill(-pid, SIGKILL);	/* snapshot_cmd's session */
+			left++;
+		}
+		closedir(proc);
+		if (!left)
+			break;
+		usleep(10000);
+	}
+	return left;
+}
+
 static void shim_reexec(struct node *n)
 {
 	char *argv[1024];
@@ -99,6 +146,10 @@ static void shim_reexec(struct node *n)
 	argv[argc] = NULL;
 	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
 		pr_perror("close_range");
+	int left = end_children();
+	if (left)
+		pr_warn("%d child%s of the server outlived SIGKILL for a second: re-executing "
+			"anyway", left, left == 1 ? "" : "ren");
 	pr_info("re-executing %s to replay the log into a fresh server", argv[0]);
 	pthread_sigmask(SIG_SETMASK, &start_mask, NULL);
 	/* By its path where it still has one: through /proc/self/exe the

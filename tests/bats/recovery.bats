@@ -89,6 +89,38 @@ function snapshot_past() {
 		fail "node $victim is not recoverable: $(status_json)"
 }
 
+@test "a server killed while its BGSAVE child still writes: that child is ended before the node comes back, and the node's state equals its peers'" {
+	local victim pid child out glog mark
+	victim=$(backups | tail -n 1)
+	load_leader 200 a
+	glog="$(data_dir "$victim")/apus.guard.log"
+	mark=$(wc -l <"$glog")
+	pid=$(redis_pid "$victim")
+	# A save that would take hours: 0.1 s a key.  Its child, orphaned,
+	# would rename its file (the server's state now, no entry's) over the
+	# snapshot the next server loads.
+	admin "$victim" CONFIG SET rdb-key-save-delay 100000 >/dev/null
+	retry 100 0.1 eval '[ "$(admin "$victim" BGSAVE)" = "Background saving started" ]' ||
+		fail "BGSAVE on node $victim did not start: $(admin "$victim" BGSAVE)"
+	child=$(pgrep -P "$pid" redis | head -n 1)
+	[ -n "$child" ] || fail "no BGSAVE child of pid $pid"
+	# Stopped, it outlives its parent for sure (running, Redis's child
+	# exits within a second of it, at its next report to the parent).
+	kill -STOP "$child"
+	kill -KILL "$pid"
+	retry 150 0.1 eval 'tail -n +"$((mark + 1))" "$glog" | grep -q "node $victim \(started again\|died as a backup: restored\)"' ||
+		fail "the guard did not bring node $victim back: $(cat "$glog")"
+	local state
+	state=$(ps -o stat= -p "$child" || true)
+	if [ -n "$state" ] && [ "${state#Z}" = "$state" ]; then
+		kill -KILL "$child"
+		fail "the dead server's BGSAVE child (pid $child, state $state) still runs"
+	fi
+	load_leader 100 b
+	wait_digests_equal "$CONF" 60
+	assert_eq "$(admin "$victim" GET b:ctr)" 100 "a counter written after the restart"
+}
+
 @test "a node restored to an image older than its log never leads; the others elect one that serves every acknowledged write" {
 	local lead victim other id idx j mark
 	lead=$(leader_id)
