@@ -116,9 +116,9 @@ function snapshot_past() {
 		kill -KILL "$child"
 		fail "the dead server's BGSAVE child (pid $child, state $state) still runs"
 	fi
-	load_leader 100 b
+	load_leader 100 orphan
 	wait_digests_equal "$CONF" 60
-	assert_eq "$(admin "$victim" GET b:ctr)" 100 "a counter written after the restart"
+	assert_eq "$(admin "$victim" GET orphan:ctr)" 100 "a counter written after the restart"
 }
 
 @test "a node restored to an image older than its log never leads; the others elect one that serves every acknowledged write" {
