@@ -13,7 +13,7 @@ static const char *const transport_names[] = { "shm", "tcp", "rdma" };
 static const char *const commit_wait_names[] = { "read", "reply" };
 static const char *const on_off_names[] = { "off", "on" };
 static const char *const greeting_names[] = { "compare", "skip" };
-static const char *const divergence_names[] = { "report", "unhealthy" };
+static const char *const divergence_names[] = { "report", "unhealthy", "repair" };
 static const char *const thread_order_names[] = { "reads", "requests" };
 static const char *const member_names[] = { "voter", "learner", "removed" };
 
@@ -180,7 +180,7 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 	if (!strcmp(k, "thread_order"))
 		return parse_name(p, k, v, thread_order_names, 2, &c->thread_order);
 	if (!strcmp(k, "divergence"))
-		return parse_name(p, k, v, divergence_names, 2, &c->divergence);
+		return parse_name(p, k, v, divergence_names, 3, &c->divergence);
 	if (!strcmp(k, "fsync_interval_ms"))
 		return parse_int(p, k, v, 1, 60000, &c->fsync_interval_ms);
 	if (!strcmp(k, "heartbeat_ms"))
@@ -197,6 +197,8 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_int(p, k, v, 1, 32, &c->checkpoint_keep);
 	if (!strcmp(k, "recovery_point_max_age_s"))
 		return parse_int(p, k, v, 0, 100000000, &c->recovery_point_max_age_s);
+	if (!strcmp(k, "repair_interval_s"))
+		return parse_int(p, k, v, 1, 1000000, &c->repair_interval_s);
 	if (!strcmp(k, "checkpoint_interval_s"))
 		return parse_int(p, k, v, 0, 1000000, &c->checkpoint_interval_s);
 	if (!strcmp(k, "checkpoint_entries")) {
@@ -319,6 +321,8 @@ static void set_defaults(struct apus_config *c)
 	c->checker = 1;
 	c->read_ahead = 1;
 	c->replay_in_place = 1;
+	c->divergence = DIVERGENCE_REPAIR;
+	c->repair_interval_s = 60;
 	c->heartbeat_ms = 10;
 	c->start_timeout_ms = 15000;
 	c->checkpoint_keep = 3;

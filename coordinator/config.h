@@ -3,7 +3,8 @@
  *   cluster = NAME            transport = shm|tcp|rdma
  *   log_size = 64M            max_entry = 64K
  *   fsync = none|batch|always fsync_interval_ms = 50
- *   commit_wait = read|reply  checker = on|off  divergence = report|unhealthy
+ *   commit_wait = read|reply  checker = on|off
+ *   divergence = repair|report|unhealthy
  *   checker_greeting = compare|skip  (skip: what the server writes to a
  *             connection before it first reads from it is not compared)
  *   read_ahead = on|off       (leader: one commit round per event-loop pass)
@@ -65,8 +66,10 @@ enum commit_wait { COMMIT_WAIT_READ = 0, COMMIT_WAIT_REPLY };
  * client gets them. */
 enum checker_greeting { GREETING_COMPARE = 0, GREETING_SKIP };
 
-/* What a replica does when its output diverges from the leader's. */
-enum divergence_policy { DIVERGENCE_REPORT = 0, DIVERGENCE_UNHEALTHY };
+/* What a replica does when its output diverges from the leader's: record
+ * it; and show healthy: false; or record it and have its guard rebuild it
+ * from the leader's state once apus verify confirms (guard/repair.h). */
+enum divergence_policy { DIVERGENCE_REPORT = 0, DIVERGENCE_UNHEALTHY, DIVERGENCE_REPAIR };
 
 /* What a node is in the cluster's membership (coordinator/members.h).  A
  * voter counts in majorities and may lead; a learner receives the log
@@ -110,6 +113,7 @@ struct apus_config {
 	int replay_in_place;	/* backup: replay without the socket where epoll allows (on) */
 	int thread_order;	/* enum thread_order (reads) */
 	int divergence;		/* enum divergence_policy */
+	int repair_interval_s;	/* divergence = repair: at most one try per node this often */
 	int heartbeat_ms;
 	int suspect_ms;		/* a backup suspects a leader silent this long */
 	int suspect_line;	/* where it was set, for the error message */

@@ -22,6 +22,12 @@
 #include "config.h"
 #include "region.h"	/* SEED_FILE, SNAPSHOT_FILE */
 
+/* A file in a node's data directory asking it for a recovery point now
+ * (a guard about to rebuild a diverged peer from this node's state wants
+ * one newer than the divergence: guard/repair.c).  The node removes it
+ * when it sees it. */
+#define SNAPSHOT_REQUEST_FILE "apus.snapshot.request"
+
 struct recovery_point {
 	uint64_t index;		/* the last entry the snapshot holds (0: none) */
 	uint64_t log_pos;	/* the log position just past it */

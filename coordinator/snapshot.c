@@ -410,6 +410,18 @@ static int take(struct node *n, char *why, size_t whylen)
 	return 0;
 }
 
+/* Whether someone asked for a recovery point now (SNAPSHOT_REQUEST_FILE);
+ * the request is taken. */
+static int requested(struct node *n)
+{
+	char path[PATH_MAX];
+
+	if (config_node_path(&n->cfg, n->self, SNAPSHOT_REQUEST_FILE, path, sizeof(path)) ||
+	    unlink(path) < 0)
+		return 0;
+	return 1;
+}
+
 /* Whether this node is due for a snapshot: its log went snapshot_log_bytes
  * past its recovery point, or snapshot_interval_s passed with progress. */
 static int due(struct node *n, uint64_t last_ns)
@@ -428,8 +440,11 @@ static int due(struct node *n, uint64_t last_ns)
 		end = __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED);
 		top = __atomic_load_n(&n->applied, __ATOMIC_RELAXED);
 	}
+	int asked = requested(n);
 	if (top <= __atomic_load_n(&n->snap_idx, __ATOMIC_ACQUIRE))
 		return 0;
+	if (asked)
+		return 1;
 	if (end >= snap && end - snap >= n->cfg.snapshot_log_bytes)
 		return 1;
 	return n->cfg.snapshot_interval_s &&

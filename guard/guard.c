@@ -34,6 +34,7 @@
 #include "cli.h"
 #include "owner.h"
 #include "rebuild.h"
+#include "repair.h"
 #include "snapshot_net.h"
 
 #define TICK_MS 100
@@ -114,6 +115,7 @@ struct guard {
 	int said_no_rebuild;
 	int said_aside;		/* logged that another owner acts on the node */
 	int service;		/* --service: starts the node, and stops it on SIGTERM */
+	struct repair_state repair;
 };
 
 /* The node's owner lock for an action of the guard, without waiting: -1
@@ -246,45 +248,68 @@ static void bring_back_owned(struct guard *g)
 		glog("node %d started again (pid %d)", node, (int)pid);
 }
 
-/* The node's server runs but the leader's log no longer holds what it
- * needs: it cannot catch up by itself.  Replace it with one rebuilt from a
- * peer's snapshot (rebuild.h). */
-static void rebuild_behind(struct guard *g, pid_t pid)
+/* Replaces NODE's server PID with one rebuilt from peer FROM's snapshot
+ * (rebuild.h), under the node's owner lock; WHY for the log (NULL: the
+ * caller said it). */
+static void rebuild_node(struct guard *g, pid_t pid, int from, const char *why)
 {
 	struct rebuild_info r;
 	char err[600];
 	int node = g->c.node;
-
-	if (!g->c.cfg.snapshot_cmd[0]) {
-		if (!g->said_no_rebuild)
-			glog("node %d is behind the leader's log and cannot be rebuilt: the config "
-			     "sets no snapshot_cmd / snapshot_file", node);
-		g->said_no_rebuild = 1;
-		return;
-	}
 	int fd = own_node(g);
+
 	if (fd < 0)
 		return;
 	if (!may_restart(g) || cli_node_pid(&g->c.cfg, node) != pid) {
 		owner_unlock(fd);
 		return;
 	}
-	glog("node %d is behind the leader's log: replacing it with one rebuilt from a peer", node);
+	if (why)
+		glog("node %d %s: replacing it with one rebuilt from a peer", node, why);
 	kill(pid, SIGKILL);
 	for (int waited = 0; cli_pid_alive(pid) && waited < 5000; waited += 10) {
 		waitpid(pid, NULL, WNOHANG);
 		cli_sleep_ms(10);
 	}
-	int rc = node_rebuild(&g->c.cfg, node, -1, g->lib, &r, NULL, err, sizeof(err));
+	int rc = node_rebuild(&g->c.cfg, node, from, g->lib, &r, NULL, err, sizeof(err));
 	owner_unlock(fd);
 	if (rc) {
 		glog("rebuilding node %d failed: %s", node, err);
 		return;
 	}
 	g->last_ckpt_idx = 0;
-	glog("node %d rebuilt from node %d's snapshot at entry %llu (%.1f MB, node %d held %llu ms); "
-	     "pid %d", node, r.from, (unsigned long long)r.index, r.snapshot_bytes / 1e6, r.from,
-	     (unsigned long long)r.hold_ms, (int)r.pid);
+	char held[64] = ", its stored recovery point";
+	if (r.hold_ms)
+		snprintf(held, sizeof(held), ", node %d held %llu ms", r.from,
+			 (unsigned long long)r.hold_ms);
+	glog("node %d rebuilt from node %d's snapshot at entry %llu (%.1f MB%s); pid %d", node, r.from,
+	     (unsigned long long)r.index, r.snapshot_bytes / 1e6, held, (int)r.pid);
+}
+
+/* The node's server runs but the leader's log no longer holds what it
+ * needs: it cannot catch up by itself.  Replace it with one rebuilt from a
+ * peer's snapshot (rebuild.h). */
+static void rebuild_behind(struct guard *g, pid_t pid)
+{
+	if (!g->c.cfg.snapshot_cmd[0]) {
+		if (!g->said_no_rebuild)
+			glog("node %d is behind the leader's log and cannot be rebuilt: the config "
+			     "sets no snapshot_cmd / snapshot_file", g->c.node);
+		g->said_no_rebuild = 1;
+		return;
+	}
+	rebuild_node(g, pid, -1, "is behind the leader's log");
+}
+
+/* divergence = repair (repair.h): 1 when it rebuilt the node (or tried). */
+static int repair_diverged(struct guard *g, pid_t pid, uint64_t divergences)
+{
+	int leader;
+
+	if (!repair_due(&g->c.cfg, g->c.node, pid, divergences, &g->repair, &leader, glog))
+		return 0;
+	rebuild_node(g, pid, REBUILD_FROM_LEADER, NULL);
+	return 1;
 }
 
 /* --service without --node: the one node of the config on this host. */
@@ -417,13 +442,14 @@ int cmd_guard(int argc, char **argv)
 		pid_t pid = running_server(&g);
 		const struct region_ctl *ctl = region_map_ctl(&g.c.cfg, g.c.node);
 		int role = ROLE_DOWN, behind = 0;
-		uint64_t applied = 0;
+		uint64_t applied = 0, divergences = 0;
 
 		if (ctl) {
 			if (pid && ctl->status.pid == (uint64_t)pid) {
 				role = ctl->status.role;
 				applied = load64(&ctl->status.applied);
 				behind = ctl->status.behind;
+				divergences = load64(&ctl->status.divergences);
 			}
 			region_unmap_ctl(ctl);
 		}
@@ -434,6 +460,9 @@ int cmd_guard(int argc, char **argv)
 				g.last_role = role;
 			if (role == ROLE_BACKUP && behind)
 				rebuild_behind(&g, pid);
+			else if (role == ROLE_BACKUP && divergences &&
+				 repair_diverged(&g, pid, divergences))
+				;	/* rebuilt: nothing else this tick */
 			else if (g.criu_ok && role == ROLE_BACKUP && periodic_due(&g, applied))
 				take_checkpoint(&g);
 		} else if (g.last_role != ROLE_DOWN) {

@@ -337,7 +337,7 @@ int node_rebuild(const struct apus_config *cfg, int node, int from, const char *
 			 node, (int)running);
 		return -1;
 	}
-	ncand = pick_sources(cfg, node, from, cand, err, errlen);
+	ncand = from == REBUILD_FROM_LEADER ? 0 : pick_sources(cfg, node, from, cand, err, errlen);
 	if (cli_mkdirs(cfg->nodes[node].data_dir) ||
 	    config_node_path(cfg, node, "apus.rebuild.log", log, sizeof(log))) {
 		snprintf(err, errlen, "cannot create %s: %s", cfg->nodes[node].data_dir,
@@ -345,6 +345,8 @@ int node_rebuild(const struct apus_config *cfg, int node, int from, const char *
 		return -1;
 	}
 	if (ncand <= 0 && from < 0) {
+		if (from == REBUILD_FROM_LEADER)
+			snprintf(err, errlen, "no leader on this host with a recovery point");
 		if (stored_snapshot(cfg, node, &r, err, errlen))
 			return -1;
 		ckpt_say(progress, "no live backup to hold: took leader node %d's recovery point "
@@ -390,7 +392,7 @@ out:
 	if (fd >= 0)
 		snapnet_done(fd);
 	snapshot_release(&h);
-	r.hold_ms = cli_mono_ms() - held;
+	r.hold_ms = held ? cli_mono_ms() - held : 0;	/* 0: a stored snapshot */
 	r.total_ms = cli_mono_ms() - t0;
 	if (!rc)
 		*out = r;

@@ -62,8 +62,13 @@ struct rebuild_info {
 	pid_t pid;		/* node's new server */
 };
 
+/* FROM for node_rebuild: the leader's recovery point (its stored snapshot,
+ * on this host), whatever the backups hold: the state clients were
+ * answered from (guard/repair.c). */
+#define REBUILD_FROM_LEADER (-2)
+
 /* Rebuilds NODE (not running) from peer FROM (-1: the most caught-up live
- * backup), starting its server under LIB.  PROGRESS, if set, gets one line
+ * backup; REBUILD_FROM_LEADER), starting its server under LIB.  PROGRESS, if set, gets one line
  * per step.  Returns 0 once NODE joined its leader, or -1 with ERR set. */
 int node_rebuild(const struct apus_config *cfg, int node, int from, const char *lib,
 		 struct rebuild_info *out, void (*progress)(const char *step), char *err,

@@ -10,6 +10,13 @@ setup_file() {
 	file_cluster 17700
 }
 
+function teardown() {
+	end_writer
+	WRITER=
+	[ -n "${OWN_CONF:-}" ] && stop_cluster "$OWN_CONF"
+	OWN_CONF=
+}
+
 div_json() { timeout 30 "$APUS" divergence --config "$CONF" --json "$@" 3>&-; }
 
 # connections NODE JSON - how many connections of NODE diverged.
@@ -123,4 +130,32 @@ wait_connections() {
 	done
 	status_json "$conf" | grep -q '"id":0,[^}]*"healthy":true' || fail "the leader became unhealthy"
 	stop_cluster "$conf"
+}
+
+@test "divergence = repair: a backup whose state diverged (SPOP) is rebuilt from the leader's; one whose replies alone differed (INFO) is left as it is" {
+	local conf port n glog
+	requires_criu
+	conf=$(APUS_TEST_GUARD=on APUS_TEST_CONF_LINES="verify_cmd   = $APUS_ROOT/apps/redis/verify.txt
+repair_interval_s = 1" make_conf "$(test_dir repair)" 17760)
+	OWN_CONF=$conf
+	start_cluster "$conf" || fail "cluster did not start"
+	port=$(leader_port "$conf")
+	# Replies alone: INFO differs on every replica (pid, uptime), the state
+	# does not.
+	redis-cli -p "$port" INFO server >/dev/null
+	for n in $(backups "$conf"); do
+		glog="$(data_dir "$n" "$conf")/apus.guard.log"
+		retry 150 0.2 grep -q "apus verify finds its state equal: not repaired" "$glog" ||
+			fail "node $n's guard did not check and leave it: $(cat "$glog")"
+	done
+	# The state: each replica pops members of its own choosing.
+	redis-cli -p "$port" SADD s $(seq 1 200) >/dev/null
+	redis-cli -p "$port" SPOP s 50 >/dev/null
+	for n in $(backups "$conf"); do
+		glog="$(data_dir "$n" "$conf")/apus.guard.log"
+		retry 300 0.2 grep -q "node $n rebuilt from node" "$glog" ||
+			fail "node $n was not repaired: $(cat "$glog"); $(digests "$conf")"
+	done
+	wait_digests_equal "$conf" 60
+	assert_eq "$(CONF=$conf admin "$(backups "$conf" | head -n 1)" SCARD s)" 150 "members left on a repaired backup"
 }

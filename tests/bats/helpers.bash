@@ -163,6 +163,8 @@ function make_conf() {
 			echo "snapshot_file = dump.rdb"
 		fi
 		echo "app_cmd      = redis-server --port {port} --bind {address} --dir {data_dir} --unixsocket {data_dir}/redis.sock --save \"\" --appendonly no --enable-debug-command local --daemonize no$extra${*:+ $*}"
+		# APUS_TEST_CONF_LINES: more global lines, as they are.
+		[ -n "${APUS_TEST_CONF_LINES:-}" ] && printf '%s\n' "$APUS_TEST_CONF_LINES"
 		for ((i = 0; i < APUS_TEST_NODES; i++)); do
 			mkdir -p "$dir/n$i"
 			echo

@@ -99,6 +99,15 @@ int main(void)
 	      "default checker_greeting: %d", c.checker_greeting);
 	CHECK(load("checker_greeting = skip\n" NODES, &c, err, sizeof(err)) == 0 &&
 		      c.checker_greeting == GREETING_SKIP, "checker_greeting skip: %s", err);
+	/* A diverged backup is repaired unless the config says otherwise. */
+	CHECK(load(NODES, &c, err, sizeof(err)) == 0 && c.divergence == DIVERGENCE_REPAIR &&
+		      c.repair_interval_s == 60,
+	      "default divergence %d, repair_interval_s %d", c.divergence, c.repair_interval_s);
+	CHECK(load("divergence = report\nrepair_interval_s = 5\n" NODES, &c, err, sizeof(err)) == 0 &&
+		      c.divergence == DIVERGENCE_REPORT && c.repair_interval_s == 5,
+	      "divergence report: %s", err);
+	expect_error("divergence = fix\n" NODES, 1, "not one of report, unhealthy, repair");
+	expect_error("repair_interval_s = 0\n" NODES, 1, "repair_interval_s");
 	/* Where the regions live: a memory file system by default. */
 	expect_error("region_dir = shm\n" NODES, 1, "absolute directory or 'none'");
 	CHECK(load(NODES, &c, err, sizeof(err)) == 0 && !strcmp(c.region_dir, "/dev/shm"),
