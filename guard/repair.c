@@ -121,28 +121,28 @@ int repair_due(const struct apus_config *cfg, int node, pid_t pid, uint64_t dive
 	    cli_mono_ms() < st->next_ms)
 		return 0;
 	st->next_ms = cli_mono_ms() + (uint64_t)cfg->repair_interval_s * 1000;
-	if (!cfg->snapshot_cmd[0]) {
-		say("node %d: its output differed from the leader's on %llu connection(s); it cannot "
-		    "be repaired without snapshot_cmd (divergence = repair): reported only", node,
+	if (!cfg->snapshot_cmd[0] || !cfg->verify_cmd[0]) {
+		say("node %d: its output differed from the leader's on %llu connection(s); "
+		    "divergence = repair needs %s: reported only", node,
+		    (unsigned long long)divergences,
+		    !cfg->snapshot_cmd[0] ? "snapshot_cmd (to rebuild it)"
+					  : "verify_cmd (to tell a state that differs from replies "
+					    "that do)");
+		st->seen = divergences;
+		return 0;
+	}
+	run_verify(cfg, node, result, sizeof(result), out, sizeof(out));
+	if (!strcmp(result, "equal")) {
+		say("node %d: its output differed from the leader's on %llu connection(s), but apus "
+		    "verify finds its state equal: not repaired (replies alone differed)", node,
 		    (unsigned long long)divergences);
 		st->seen = divergences;
 		return 0;
 	}
-	if (cfg->verify_cmd[0]) {
-		run_verify(cfg, node, result, sizeof(result), out, sizeof(out));
-		if (!strcmp(result, "equal")) {
-			say("node %d: its output differed from the leader's on %llu connection(s), but "
-			    "apus verify finds its state equal: not repaired (replies alone differed)",
-			    node, (unsigned long long)divergences);
-			st->seen = divergences;
-			return 0;
-		}
-		if (strcmp(result, "differs")) {
-			say("node %d: its output differed from the leader's; apus verify gave no verdict "
-			    "(%s): trying again in %d s", node, out[0] ? out : "no output",
-			    cfg->repair_interval_s);
-			return 0;
-		}
+	if (strcmp(result, "differs")) {
+		say("node %d: its output differed from the leader's; apus verify gave no verdict (%s): "
+		    "trying again in %d s", node, out[0] ? out : "no output", cfg->repair_interval_s);
+		return 0;
 	}
 	*leader = local_leader(cfg, node, &commit);
 	if (*leader < 0) {
@@ -157,10 +157,9 @@ int repair_due(const struct apus_config *cfg, int node, pid_t pid, uint64_t dive
 		    LEADER_POINT_WAIT_MS / 1000, cfg->repair_interval_s);
 		return 0;
 	}
-	say("node %d diverged from its leader (%s, %llu connection(s) whose output differed): "
-	    "rebuilding it from leader node %d's recovery point at entry %llu", node,
-	    cfg->verify_cmd[0] ? "apus verify: differs" : "no verify_cmd to check",
-	    (unsigned long long)divergences, *leader, (unsigned long long)point);
+	say("node %d diverged from its leader (apus verify: differs; %llu connection(s) whose "
+	    "output differed): rebuilding it from leader node %d's recovery point at entry %llu",
+	    node, (unsigned long long)divergences, *leader, (unsigned long long)point);
 	st->seen = divergences;
 	return 1;
 }

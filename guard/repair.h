@@ -5,8 +5,8 @@
  * may differ while the state is equal (INFO, TIME, a random member).  So
  * the guard first runs apus verify (the config's verify_cmd, e.g. DEBUG
  * DIGEST, executed by every replica at one log position); only a node
- * that verify finds different is rebuilt.  Without verify_cmd the report
- * alone decides.
+ * that verify finds different is rebuilt.  Without verify_cmd nothing
+ * tells the two apart: the divergence is only reported.
  *
  * The state it is rebuilt from is the leader's, the one clients were
  * answered from, not another backup's (which may have diverged the same
@@ -15,7 +15,7 @@
  * it is newer than the divergence.  Entries after it are replayed as
  * usual: a nondeterministic command among them may diverge the node
  * again, and it is repaired again, at most once per repair_interval_s.
- * Needs snapshot_cmd, and the leader's node on this host. */
+ * Needs snapshot_cmd, verify_cmd, and the leader's node on this host. */
 #ifndef APUS_GUARD_REPAIR_H
 #define APUS_GUARD_REPAIR_H
 
