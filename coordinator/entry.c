@@ -75,7 +75,7 @@ size_t entry_write(void *at, const struct entry_meta *m, const struct iovec *iov
 	e->type = m->type;
 	e->node = m->node;
 	e->flags = 0;
-	e->reserved = 0;
+	e->stamp_ms = m->stamp_ms;
 	if (len)
 		iov_gather(e + 1, iov, iovcnt, skip, len);
 	/* Zero the padding so the replicated bytes are fully determined. */

@@ -43,8 +43,10 @@ struct entry_hdr {
 	uint16_t type;
 	uint8_t node;
 	uint8_t flags;
-	uint32_t crc;		/* CRC-32C of idx..reserved (crc = 0) and the data */
-	uint32_t reserved;
+	uint32_t crc;		/* CRC-32C of idx..stamp_ms (crc = 0) and the data */
+	/* The input clock when the leader logged it: the low 32 bits of a
+	 * CLOCK_REALTIME in ms (input_clock.h); 0 from an apus without it. */
+	uint32_t stamp_ms;
 };
 
 #define ENTRY_ALIGN 64
@@ -76,6 +78,7 @@ struct entry_meta {
 	struct viewstamp conn;
 	uint16_t type;
 	uint8_t node;
+	uint32_t stamp_ms;
 };
 
 /* Writes a complete entry at AT: header, LEN data bytes gathered from IOV

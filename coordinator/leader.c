@@ -12,6 +12,7 @@
 
 #include "futex.h"
 #include "hook.h"
+#include "input_clock.h"
 #include "logger.h"
 #include "members.h"
 #include "metrics.h"
@@ -447,6 +448,28 @@ static int entry_committed(struct node *n, uint64_t arg)
 /* Appends an event (split into entries of at most max_entry bytes) and
  * sends it to the backups; does not wait.  Returns the last entry's index
  * and sets *LAST_POS to its position. */
+/* The stamp of the entry the calling thread proposed last (input_clock.h). */
+static __thread uint64_t proposed_stamp;
+
+uint64_t node_proposed_stamp(void)
+{
+	return proposed_stamp;
+}
+
+/* The input clock for a new entry (under n->lock): never below a stamp
+ * made or executed before, and never 0 in its low 32 bits (0: unknown). */
+static uint32_t next_stamp(struct node *n)
+{
+	uint64_t now = input_clock_real_ms(), last = __atomic_load_n(&n->stamp_ms, __ATOMIC_RELAXED);
+	uint64_t s = now > last ? now : last;
+
+	if (!(uint32_t)s)
+		s++;
+	__atomic_store_n(&n->stamp_ms, s, __ATOMIC_RELAXED);
+	proposed_stamp = s;
+	return (uint32_t)s;
+}
+
 static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
 			      const struct iovec *iov, int iovcnt, size_t len, struct viewstamp *vs,
 			      uint64_t *last_pos, int ring)
@@ -456,6 +479,7 @@ static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
 	size_t done = 0;
 
 	pthread_mutex_lock(&n->lock);
+	m.stamp_ms = next_stamp(n);
 	leader_reserve(n, len);
 	do {
 		uint32_t chunk = len - done > n->cfg.max_entry ? n->cfg.max_entry
@@ -507,16 +531,18 @@ int node_propose(struct node *n, int type, struct viewstamp conn, const struct i
 	return commit_wait_timed(n, &w, t0);
 }
 
-int node_propose_batch(struct node *n, const struct proposal *p, int count)
+int node_propose_batch(struct node *n, struct proposal *p, int count)
 {
 	uint64_t last_pos = 0, last_idx = 0, t0;
 
 	if (!node_serving(n))
 		return -EPERM;
 	t0 = now_ns();
-	for (int i = 0; i < count; i++)
+	for (int i = 0; i < count; i++) {
 		last_idx = leader_submit(n, p[i].type, p[i].conn, p[i].iov, p[i].iovcnt, p[i].len,
 					 NULL, &last_pos, i == count - 1);
+		p[i].stamp_ms = proposed_stamp;
+	}
 	if (!count || n->cfg.commit_wait == COMMIT_WAIT_REPLY)
 		return 0;
 	/* Backups ack in log order: the last entry's commit commits all. */

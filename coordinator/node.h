@@ -47,12 +47,17 @@ struct proposal {
 	const struct iovec *iov;
 	int iovcnt;
 	size_t len;
+	uint64_t stamp_ms;	/* out: its input clock stamp (input_clock.h) */
 };
 
 /* Leader: replicates COUNT events (never ACCEPTs) in this order, ringing
  * the backups once, and returns once a majority holds all of them (with
  * commit_wait = reply: at once).  0 or -EPERM as node_propose. */
-int node_propose_batch(struct node *n, const struct proposal *p, int count);
+int node_propose_batch(struct node *n, struct proposal *p, int count);
+
+/* Leader: the input clock stamp of the entry the calling thread proposed
+ * last (input_clock.h). */
+uint64_t node_proposed_stamp(void);
 
 /* Leader: whether the log has room for a client's input now (waiting up
  * to WAIT_US for it).  A server thread that finds none should not read

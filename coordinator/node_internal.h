@@ -57,6 +57,10 @@ struct node {
 	pthread_mutex_t lock;
 	uint64_t last_idx;	/* under lock */
 	uint64_t tail;		/* under lock: next free log position */
+	/* The last input clock stamp made (under lock) or executed (the
+	 * role thread, atomic): the next one is never below it
+	 * (input_clock.h). */
+	uint64_t stamp_ms;
 	uint64_t self_acked;	/* atomic: highest index this node persisted */
 	uint64_t commit;	/* atomic */
 	uint64_t view_start;	/* index of this view's first entry: commit counts from there */

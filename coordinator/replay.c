@@ -16,6 +16,7 @@
 #include "../checker/divergence.h"
 #include "../checker/outcheck.h"
 #include "checks.h"
+#include "input_clock.h"
 #include "logger.h"
 #include "node_internal.h"
 #include "replay_internal.h"
@@ -105,6 +106,7 @@ static void sched_push(struct replay *r, struct replay_tap *t, uint32_t type, ui
 	s->gen = t->gen;
 	s->data = data;
 	s->len = len;
+	s->stamp_ms = r->cur_stamp;
 	s->done = 0;
 	s->asked_ns = s->last_ask_ns = 0;
 	/* Pairs with the acquire loads of tail in replay_gate(). */
@@ -548,6 +550,11 @@ int replay_exec(struct replay *r, const struct entry_hdr *e)
 
 	if (r->cur_idx != e->idx) {
 		r->cur_idx = e->idx;
+		r->cur_stamp = input_clock_expand(e->stamp_ms);
+		/* A leader this node becomes stamps on from here. */
+		struct node *n = r->n;
+		if (r->cur_stamp > __atomic_load_n(&n->stamp_ms, __ATOMIC_RELAXED))
+			__atomic_store_n(&n->stamp_ms, r->cur_stamp, __ATOMIC_RELAXED);
 		r->started_ns = r->progress_ns = now_ns();
 		r->seen_off = UINT64_MAX;
 		r->phase = 0;

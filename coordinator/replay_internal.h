@@ -46,6 +46,7 @@ struct turn {
 	uint32_t gen;		/* the tap's generation: turns of an older connection are void */
 	char *data;		/* the bytes, held here for the server (NULL: in the socket) */
 	uint64_t len;
+	uint64_t stamp_ms;	/* its entry's input clock (input_clock.h) */
 	/* thread_order = requests: taken whole, but the thread that took it
 	 * has not asked for input since (its request runs); the head stays. */
 	uint32_t done;
@@ -108,6 +109,7 @@ struct replay {
 
 	/* The entry in progress. */
 	uint64_t cur_idx;
+	uint64_t cur_stamp;	/* its input clock stamp, expanded (input_clock.h) */
 	uint64_t started_ns;
 	uint64_t seen_off, progress_ns;	/* CLOSE: our server's output progress */
 	int phase;

@@ -5,6 +5,7 @@
  * here too) and sets that watch no replicated connection pass through. */
 #include <errno.h>
 
+#include "../coordinator/input_clock.h"
 #include "../coordinator/turns.h"
 #include "shim.h"
 
@@ -48,6 +49,8 @@ static int shim_wait(int epfd, struct epoll_event *ev, int max, int timeout, con
 {
 	struct fd_slot *set;
 
+	/* Done with the input it read: its clock is the machine's again. */
+	input_clock_leave();
 	/* The thread that listens now waits for events: the server is done
 	 * loading its state (it polls without waiting while it loads). */
 	if (timeout && shim_app_thread && shim_node)

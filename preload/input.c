@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 
+#include "../coordinator/input_clock.h"
 #include "../coordinator/turns.h"
 #include "shim.h"
 
@@ -29,6 +30,7 @@ static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcn
 		errno = ECONNRESET;
 		return -1;
 	}
+	input_clock_enter(node_proposed_stamp());
 	return n;
 }
 

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "../coordinator/clock.h"
+#include "../coordinator/input_clock.h"
 #include "../coordinator/logger.h"
 #include "order_queue.h"
 #include "shim.h"
@@ -129,6 +130,7 @@ int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcn
 			goto keep_order;
 		*ret = (ssize_t)iov_scatter(iov, iovcnt, s->ra_buf + s->ra_off, s->ra_len - s->ra_off);
 		if (!peek) {
+			input_clock_enter(s->ra_stamp);
 			s->ra_off += (uint32_t)*ret;
 			if (s->ra_off == s->ra_len)
 				drop_bytes(fd, s);
@@ -215,7 +217,7 @@ static void replicate(struct chunk *c, int count)
 	int rc;
 
 	for (int i = 0; i < count; i++)
-		p[i] = (struct proposal){ ENTRY_RECV, c[i].s->conn, &c[i].iov, 1, c[i].iov.iov_len };
+		p[i] = (struct proposal){ ENTRY_RECV, c[i].s->conn, &c[i].iov, 1, c[i].iov.iov_len, 0 };
 	rc = node_propose_batch(shim_node, p, count);
 	pthread_mutex_lock(&ra_lock);
 	for (int i = 0; i < count; i++) {
@@ -228,6 +230,7 @@ static void replicate(struct chunk *c, int count)
 		}
 		s->ra_buf = c[i].buf;
 		s->ra_off = 0;
+		s->ra_stamp = p[i].stamp_ms;
 		__atomic_store_n(&s->ra_len, (uint32_t)c[i].iov.iov_len, __ATOMIC_RELAXED);
 		oq_push(&ra_q, c[i].fd);
 	}

@@ -4,7 +4,7 @@
  * inside the bytes given (data and canary within ROOM), has a known type,
  * and passed entry_landed too; written again by entry_write from its
  * fields and data, it is accepted and has the same fields, data and
- * canary (and CRC, when its flags and reserved word are 0). */
+ * canary, stamp (and CRC, when its flags are 0). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +33,7 @@ static void check_slot(const uint8_t *at, size_t room)
 
 	struct entry_meta m = { .idx = e->idx, .view = e->view, .committed = e->committed,
 				.conn = { e->conn_view, e->conn_idx }, .type = e->type,
-				.node = e->node };
+				.node = e->node, .stamp_ms = e->stamp_ms };
 	struct iovec iov = { (void *)entry_data(e), e->data_sz };
 	size_t need = entry_size(e->data_sz);
 	void *p;
@@ -45,10 +45,11 @@ static void check_slot(const uint8_t *at, size_t room)
 	FUZZ_CHECK(entry_check(out, idx, n) && !entry_check(out, idx, n - 1));
 	FUZZ_CHECK(o->idx == e->idx && o->view == e->view && o->committed == e->committed &&
 		   o->conn_view == e->conn_view && o->conn_idx == e->conn_idx &&
-		   o->data_sz == e->data_sz && o->type == e->type && o->node == e->node);
+		   o->data_sz == e->data_sz && o->type == e->type && o->node == e->node &&
+		   o->stamp_ms == e->stamp_ms);
 	FUZZ_CHECK(!memcmp(entry_data(o), entry_data(e), e->data_sz));
 	FUZZ_CHECK(!memcmp(out + entry_canary_off(e->data_sz), &canary, 8));
-	if (!e->flags && !e->reserved)
+	if (!e->flags)
 		FUZZ_CHECK(o->crc == e->crc);
 	free(out);
 }

@@ -57,7 +57,7 @@ static uint64_t exec(int type, uint64_t conn, const char *data)
 	static _Alignas(64) char buf[4096];
 	size_t len = data ? strlen(data) : 0;
 	struct iovec iov = { (void *)data, len };
-	struct entry_meta m = { next_idx, 1, next_idx, { 1, conn }, (uint16_t)type, 0 };
+	struct entry_meta m = { next_idx, 1, next_idx, { 1, conn }, (uint16_t)type, 0, 0 };
 
 	memset(buf, 0, sizeof(buf));
 	entry_write(buf, &m, &iov, 1, 0, (uint32_t)len);

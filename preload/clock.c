@@ -1,0 +1,77 @@
+/* The wall clock as the server reads it: inside the window of a logged
+ * input (coordinator/input_clock.h) it says that input's stamp, the
+ * leader's clock when it logged it, on every replica; elsewhere it is the
+ * machine's.  Only the wall clock: CLOCK_MONOTONIC and the others pass
+ * through, so the server's timers keep their pace.
+ *
+ * These run on every clock read of the server, on its hottest paths: no
+ * lock, no lazy resolution through pthread_once (the dynamic linker may
+ * read the clock while we resolve), a direct system call until the
+ * library's constructor found libc's functions. */
+#include <dlfcn.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../coordinator/input_clock.h"
+#include "shim.h"
+
+static int (*real_clock_gettime)(clockid_t, struct timespec *);
+static int (*real_gettimeofday)(struct timeval *, void *);
+
+__attribute__((constructor)) static void clock_resolve(void)
+{
+	real_gettimeofday = (__typeof__(real_gettimeofday))dlsym(RTLD_NEXT, "gettimeofday");
+	real_clock_gettime = (__typeof__(real_clock_gettime))dlsym(RTLD_NEXT, "clock_gettime");
+}
+
+static int is_wall(clockid_t clk)
+{
+	return clk == CLOCK_REALTIME || clk == CLOCK_REALTIME_COARSE;
+}
+
+APUS_EXPORT int clock_gettime(clockid_t clk, struct timespec *ts)
+{
+	uint64_t ms = input_clock_ms;
+
+	if (ms && is_wall(clk)) {
+		ts->tv_sec = (time_t)(ms / 1000);
+		ts->tv_nsec = (long)(ms % 1000) * 1000000;
+		return 0;
+	}
+	if (real_clock_gettime)
+		return real_clock_gettime(clk, ts);
+	return (int)syscall(SYS_clock_gettime, clk, ts);
+}
+
+APUS_EXPORT int gettimeofday(struct timeval *tv, void *tz)
+{
+	uint64_t ms = input_clock_ms;
+
+	if (ms) {
+		tv->tv_sec = (time_t)(ms / 1000);
+		tv->tv_usec = (suseconds_t)(ms % 1000) * 1000;
+		if (!tz)
+			return 0;
+		/* The time zone, if asked for, is the machine's. */
+		struct timeval ignored;
+		return real_gettimeofday ? real_gettimeofday(&ignored, tz)
+					 : (int)syscall(SYS_gettimeofday, &ignored, tz);
+	}
+	if (real_gettimeofday)
+		return real_gettimeofday(tv, tz);
+	return (int)syscall(SYS_gettimeofday, tv, tz);
+}
+
+APUS_EXPORT time_t time(time_t *out)
+{
+	struct timespec ts;
+	time_t t;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t = ts.tv_sec;
+	if (out)
+		*out = t;
+	return t;
+}
