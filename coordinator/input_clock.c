@@ -6,17 +6,6 @@
 
 __thread uint64_t input_clock_ms;
 
-uint64_t input_clock_real_ms(void)
-{
-	uint64_t held = input_clock_ms, now;
-
-	/* The shim's clock_gettime answers the window's stamp while one is set. */
-	input_clock_ms = 0;
-	now = realtime_ms();
-	input_clock_ms = held;
-	return now;
-}
-
 uint64_t input_clock_expand(uint32_t low)
 {
 	const uint64_t span = 1ULL << 32;
@@ -24,7 +13,7 @@ uint64_t input_clock_expand(uint32_t low)
 
 	if (!low)
 		return 0;
-	now = input_clock_real_ms();
+	now = realtime_ms();	/* through sys: the machine's clock, in a window too */
 	at = (now & ~(span - 1)) | low;
 	/* The candidate nearest to our own clock. */
 	if (at > now && at - now > span / 2 && at >= span)

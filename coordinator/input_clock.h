@@ -36,9 +36,6 @@ static inline void input_clock_leave(void)
 	input_clock_ms = 0;
 }
 
-/* CLOCK_REALTIME in ms as the machine says it, inside a window too. */
-uint64_t input_clock_real_ms(void);
-
 /* The full stamp whose low 32 bits are LOW (0: unknown, stays 0). */
 uint64_t input_clock_expand(uint32_t low);
 

@@ -460,7 +460,7 @@ uint64_t node_proposed_stamp(void)
  * made or executed before, and never 0 in its low 32 bits (0: unknown). */
 static uint32_t next_stamp(struct node *n)
 {
-	uint64_t now = input_clock_real_ms(), last = __atomic_load_n(&n->stamp_ms, __ATOMIC_RELAXED);
+	uint64_t now = realtime_ms(), last = __atomic_load_n(&n->stamp_ms, __ATOMIC_RELAXED);
 	uint64_t s = now > last ? now : last;
 
 	if (!(uint32_t)s)

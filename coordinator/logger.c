@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sys.h"
+
 int logger_level = LOG_INFO;
 static int logger_fd = 2;
 static char logger_who[32] = "apus";
@@ -43,7 +45,7 @@ void logger_print(int level, const char *file, int line, const char *fmt, ...)
 	int n, saved = errno;
 	const char *base = strrchr(file, '/');
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	sys.clock_gettime(CLOCK_REALTIME, &ts);
 	localtime_r(&ts.tv_sec, &tm);
 	n = snprintf(buf, sizeof(buf), "%02d:%02d:%02d.%06ld %s[%d] %s %s:%d: ",
 		     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000,

@@ -207,7 +207,7 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fdp
 	origin->from_wal = err == 2;
 	if (origin->from_wal)
 		pr_info("node %d: region recovered from its durable copy %s", node, wal);
-	clock_gettime(CLOCK_REALTIME, &ts);
+	sys.clock_gettime(CLOCK_REALTIME, &ts);
 	ctl->version = REGION_VERSION;
 	ctl->node = (uint32_t)node;
 	ctl->log_off = REGION_CTL_SIZE;

@@ -147,7 +147,7 @@ static void on_diverge(void *arg, uint64_t offset, uint64_t leader_crc, uint64_t
 				.excerpt = excerpt, .excerpt_len = len };
 	int rc;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	sys.clock_gettime(CLOCK_REALTIME, &ts);
 	d.time_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 	rc = divergence_append(c->r->divergence_path, &d);
 	if (rc)

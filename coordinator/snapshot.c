@@ -360,7 +360,7 @@ static int take(struct node *n, char *why, size_t whylen)
 			return -1;
 		}
 	}
-	clock_gettime(CLOCK_REALTIME_COARSE, &started);
+	sys.clock_gettime(CLOCK_REALTIME_COARSE, &started);
 	status = run_cmd(n);
 	s = snap_state(n);
 	set_snap_state(n, SNAP_IDLE);	/* execution and read-ahead go on */

@@ -25,6 +25,7 @@ struct socket_calls sys = {
 	.epoll_ctl = epoll_ctl,
 	.epoll_wait = epoll_wait,
 	.epoll_pwait = epoll_pwait,
+	.clock_gettime = clock_gettime,
 };
 
 void sys_use(const struct socket_calls *calls)
@@ -34,6 +35,6 @@ void sys_use(const struct socket_calls *calls)
 	USE(accept); USE(accept4); USE(listen); USE(read); USE(readv); USE(recv);
 	USE(recvfrom); USE(recvmsg); USE(write); USE(writev); USE(send); USE(sendto);
 	USE(sendmsg); USE(close); USE(shutdown); USE(fork); USE(epoll_ctl);
-	USE(epoll_wait); USE(epoll_pwait);
+	USE(epoll_wait); USE(epoll_pwait); USE(clock_gettime);
 #undef USE
 }

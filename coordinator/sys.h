@@ -1,7 +1,7 @@
 /* The libc calls that the shim interposes, as the coordinator makes them.
  *
  * Inside a server, libapus.so exports wrappers named accept4, read, send,
- * close, epoll_wait, ...; a plain call of one of these from coordinator
+ * close, epoll_wait, clock_gettime, ...; a plain call of one of these from coordinator
  * code would bind to the wrapper, and pass only because the wrapper lets
  * an untracked fd through.  So the coordinator calls them through `sys`
  * only: the shim points it at the real functions (dlsym RTLD_NEXT, the
@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 struct socket_calls {
 	int (*accept)(int, struct sockaddr *, socklen_t *);
@@ -37,6 +38,9 @@ struct socket_calls {
 	int (*epoll_ctl)(int, int, int, struct epoll_event *);
 	int (*epoll_wait)(int, struct epoll_event *, int, int);
 	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+	/* The wall clock is interposed too (preload/clock.c): inside a window
+	 * of logged input it is that input's stamp (input_clock.h). */
+	int (*clock_gettime)(clockid_t, struct timespec *);
 };
 
 extern struct socket_calls sys;

@@ -30,6 +30,7 @@ static void resolve(void)
 	RESOLVE(epoll_ctl);
 	RESOLVE(epoll_wait);
 	RESOLVE(epoll_pwait);
+	RESOLVE(clock_gettime);
 	__atomic_store_n(&real_resolved, 1, __ATOMIC_RELEASE);
 }
 
