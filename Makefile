@@ -293,7 +293,13 @@ $(FAILOVER): scripts/bench/failover.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
-bench-bin: $(BENCH_BIN) $(LOADGEN) $(FAILOVER) $(LISTAUDIT)
+# What a clock read costs, bare and through the shim (scripts/clock-bench.sh).
+CLOCKCOST := $(BUILD)/bench/clockcost
+$(CLOCKCOST): scripts/bench/clockcost.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
+bench-bin: $(BENCH_BIN) $(LOADGEN) $(FAILOVER) $(LISTAUDIT) $(CLOCKCOST)
 .PHONY: bench-bin
 # The acknowledged-writes audit client (RPUSH positions); tests/bats/listaudit.bats.
 $(LISTAUDIT): scripts/bench/listaudit.c

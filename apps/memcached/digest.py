@@ -3,7 +3,8 @@
 
     digest.py [--host H] --port ADMIN_PORT [--keys K] [--prefix P] [--key NAME ...]
     digest.py [--host H] --port ADMIN_PORT --all
-    (--dump: also every item, "key flags value" a line, before the digest)
+    (--dump: also every item, "key flags value" a line, before the digest;
+     --cas: read with gets, and each item's CAS value is part of the digest)
 
 Prints "<sha256> <keys present>": the SHA-256 of "key value flags\\n" for
 every present key, in the order of the keys' names (bytes), so that both
@@ -60,6 +61,7 @@ def main():
     ap.add_argument("--key", action="append", default=[], help="one more key (repeatable)")
     ap.add_argument("--all", action="store_true", help="every key the server holds")
     ap.add_argument("--dump", action="store_true", help="print every item read, a line each")
+    ap.add_argument("--cas", action="store_true", help="the items' CAS values count too (gets)")
     args = ap.parse_args()
     try:
         c = Conn(args.host, args.port, timeout=30)
@@ -71,11 +73,13 @@ def main():
         present = 0
         for b in range(0, len(names), BATCH):
             batch = names[b:b + BATCH]
-            found = c.get_multi(batch)
+            found = c.get_multi(batch, cas=args.cas)
             for k in batch:
                 if k in found:
-                    flags, val = found[k]
+                    flags, val = found[k][:2]
                     h.update(b"%s %s %d\n" % (k.encode(), val, flags))
+                    if args.cas:
+                        h.update(b"cas %d\n" % found[k][2])
                     if args.dump:
                         print("%s %d %s" % (k, flags, val.decode("latin-1")))
                     present += 1

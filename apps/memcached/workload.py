@@ -98,18 +98,20 @@ class Conn:
     def send(self, data):
         self.sock.sendall(data)
 
-    def get_multi(self, keys):
-        """{key: (flags, value)} of the present keys of one get request."""
-        self.send(("get %s\r\n" % " ".join(keys)).encode())
+    def get_multi(self, keys, cas=False):
+        """{key: (flags, value)} of the present keys of one get request;
+        with CAS, {key: (flags, value, cas)} of one gets request."""
+        self.send(("%s %s\r\n" % ("gets" if cas else "get", " ".join(keys))).encode())
         found = {}
         while True:
             line = self.line()
             if line == "END":
                 return found
             parts = line.split(" ")
-            if parts[0] != "VALUE" or len(parts) not in (4, 5):
+            if parts[0] != "VALUE" or len(parts) != (5 if cas else 4):
                 raise ProtocolError("get %s: unexpected reply %r" % (keys[0], line))
-            found[parts[1]] = (int(parts[2]), self.block(int(parts[3])))
+            item = (int(parts[2]), self.block(int(parts[3])))
+            found[parts[1]] = item + (int(parts[4]),) if cas else item
 
 
 def check_error(op, line):

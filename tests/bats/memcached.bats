@@ -270,6 +270,12 @@ while True:
 	mc_digests_equal "$(conf_nodes "$CONF")" --keys "$KEYS" || fail "digests of the key space differ"
 }
 
+@test "CAS values (gets) of the mixed workload's items are the same on every replica" {
+	# memcached numbers each store from one counter: the same stores in
+	# the same order give the same CAS values.
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --keys "$KEYS" --cas
+}
+
 @test "apus verify: every replica answers a sweep of the key space as the leader does; one changed behind apus's back is named" {
 	local leader b line flags val
 	# (retried: on these loaded cores a spurious election can leave no
