@@ -180,210 +180,255 @@ static void print_recovery_json(const struct row *r)
 	}
 }
 
-int cmd_status(int argc, char **argv)
-{
-	char reason[256] = "";
+/* What apus status shows, read once from every node's region and files. */
+struct cluster_view {
 	struct row rows[APUS_MAX_NODES];
-	struct cli c;
-	uint64_t view = 0, lead_commit = 0;
-	int rc, leader = -1;
+	uint64_t view, lead_commit;
+	int leader;			/* -1: none */
+	char reason[256];		/* why there is none */
+	char waiting[600];		/* why the leader's writes wait, if they do */
+	uint64_t members_entry;		/* the entry whose membership is in force */
+	uint64_t pending;		/* the leader's membership change not in force yet */
+	char change[256];		/* a membership change under way */
+};
 
-	rc = cli_parse(&c, "status", usage, argc, argv);
-	if (rc)
-		return rc > 0 ? 0 : 2;
-	memset(rows, 0, sizeof(rows));
-	for (int i = 0; i < c.cfg.nnodes; i++) {
-		struct row *r = &rows[i];
+static void read_rows(const struct apus_config *cfg, struct cluster_view *v)
+{
+	for (int i = 0; i < cfg->nnodes; i++) {
+		struct row *r = &v->rows[i];
 		const struct region_ctl *ctl;
 
-		r->pid = cli_node_pid(&c.cfg, i);
-		ctl = region_map_ctl(&c.cfg, i);
+		r->pid = cli_node_pid(cfg, i);
+		ctl = region_map_ctl(cfg, i);
 		if (!ctl)
 			continue;
 		memcpy(&r->s, &ctl->status, sizeof(r->s));
 		r->up = r->pid && r->s.pid == (uint64_t)r->pid;
-		recovery_view_read(&c.cfg, i, ctl, &r->rv);
-		r->stale = r->up && recovery_view_stale(&c.cfg, &r->rv, r->s.applied);
+		recovery_view_read(cfg, i, ctl, &r->rv);
+		r->stale = r->up && recovery_view_stale(cfg, &r->rv, r->s.applied);
 		region_unmap_ctl(ctl);
-		if (r->up && r->s.role != ROLE_FAILED && r->s.view >= view)
-			view = r->s.view;
+		if (r->up && r->s.role != ROLE_FAILED && r->s.view >= v->view)
+			v->view = r->s.view;
 	}
-	/* The leader is the node that says it leads the newest view; during
-	 * an election there is none. */
-	for (int i = 0; i < c.cfg.nnodes; i++)
-		if (rows[i].up && rows[i].s.role == ROLE_LEADER && rows[i].s.view == view)
-			leader = i;
-	if (leader >= 0 && rows[leader].up && rows[leader].s.role == ROLE_LEADER)
-		lead_commit = rows[leader].s.commit;
-	else
-		no_leader_reason(&c.cfg, rows, reason, sizeof(reason));
-	char waiting[600];
-	writes_waiting(&c.cfg, rows, leader, waiting, sizeof(waiting));
+}
 
-	/* The membership in force, and a change under way: the leader's
-	 * proposal not yet in force, or steps the cluster still takes. */
-	char change[256] = "";
-	uint64_t pending = 0, members_entry = 0;
-	for (int i = 0; i < c.cfg.nnodes; i++) {
-		const struct region_ctl *ctl = rows[i].up ? region_map_ctl(&c.cfg, i) : NULL;
+/* The membership in force, and a change under way: the leader's proposal
+ * not yet in force, or steps the cluster still takes. */
+static void read_membership(const struct apus_config *cfg, struct cluster_view *v)
+{
+	for (int i = 0; i < cfg->nnodes; i++) {
+		const struct region_ctl *ctl = v->rows[i].up ? region_map_ctl(cfg, i) : NULL;
 		if (!ctl)
 			continue;
-		if (load64(&ctl->members_idx) > members_entry)
-			members_entry = load64(&ctl->members_idx);
-		if (i == leader)
-			pending = load64(&ctl->member_pending);
+		if (load64(&ctl->members_idx) > v->members_entry)
+			v->members_entry = load64(&ctl->members_idx);
+		if (i == v->leader)
+			v->pending = load64(&ctl->member_pending);
 		region_unmap_ctl(ctl);
 	}
-	if (!members_steps_left(&c.cfg, change, sizeof(change)) && pending)
-		snprintf(change, sizeof(change), "entry %llu (a membership change) is not in force yet",
-			 (unsigned long long)pending);
+	if (!members_steps_left(cfg, v->change, sizeof(v->change)) && v->pending)
+		snprintf(v->change, sizeof(v->change), "entry %llu (a membership change) is not in "
+			 "force yet", (unsigned long long)v->pending);
+}
 
-	if (c.json) {
-		printf("{\"view\":%llu,\"leader\":", (unsigned long long)view);
-		if (leader >= 0) {
-			printf("%d", leader);
-		} else {
-			printf("null,\"no_leader_reason\":");
-			json_string(reason);
-		}
-		printf(",\"nodes\":[");
-		for (int i = 0, first = 1; i < c.cfg.nnodes; i++) {
-			const struct row *r = &rows[i];
-
-			if (c.node >= 0 && i != c.node)
-				continue;
-			if (!config_is_member(&c.cfg, i) && !r->up)
-				continue;
-			printf("%s{\"id\":%d,\"role\":\"%s\",\"app_addr\":\"%s:%d\",\"commit\":%llu,"
-			       "\"applied\":%llu,\"pid\":%d,\"lag\":%llu",
-			       first ? "" : ",", i, role_name(r), c.cfg.nodes[i].address,
-			       c.cfg.nodes[i].app_port, (unsigned long long)(r->up ? r->s.commit : 0),
-			       (unsigned long long)(r->up ? r->s.applied : 0), r->up ? (int)r->pid : 0,
-			       (unsigned long long)(r->up && lead_commit > r->s.applied
-							    ? lead_commit - r->s.applied
-							    : 0));
-			if (r->up)
-				printf(",\"view\":%llu,\"log_pos\":%llu", (unsigned long long)r->s.view,
-				       (unsigned long long)r->s.log_pos);
-			if (r->up && r->s.role == ROLE_LEADER)
-				printf(",\"reclaim_pos\":%llu", (unsigned long long)r->s.reclaim_pos);
-			if (r->up)
-				printf(",\"divergences\":%llu,\"healthy\":%s,\"order_stalls\":%llu",
-				       (unsigned long long)r->s.divergences,
-				       r->s.unhealthy || r->stale ? "false" : "true",
-				       (unsigned long long)r->s.order_stalls);
-			if (i == leader && waiting[0]) {
-				printf(",\"writes_waiting\":");
-				json_string(waiting);
-			}
-			if (r->up && r->s.role == ROLE_BACKUP)
-				printf(",\"suspects_leader\":%s,\"leader_heartbeat_age_ms\":%llu,"
-				       "\"needs_rebuild\":%s",
-				       r->s.suspects_leader ? "true" : "false",
-				       (unsigned long long)r->s.leader_hb_age_ms,
-				       r->s.behind ? "true" : "false");
-			printf(",\"snapshot_index\":%llu", (unsigned long long)snapshot_index(&c.cfg, i, r));
-			if (r->up)
-				printf(",\"recoverable\":%s,\"snapshots\":%llu,\"snapshot_ms\":%llu",
-				       r->s.recoverable ? "true" : "false",
-				       (unsigned long long)r->s.snap_count,
-				       (unsigned long long)r->s.snap_ms);
-			print_recovery_json(r);
-			printf(",\"member\":\"%s\"", member_role_name(c.cfg.nodes[i].member));
-			if (r->pid && r->s.role == ROLE_FAILED) {
-				printf(",\"error\":");
-				json_string(r->s.error);
-			}
-			char acting[200];
-			if (owner_acting(&c.cfg, i, acting, sizeof(acting))) {
-				printf(",\"acting\":");
-				json_string(acting);
-			}
-			printf("}");
-			first = 0;
-		}
-		printf("]");
-		/* After the nodes: scripts that take the first object with an
-		 * id for a node's keep working. */
-		printf(",\"membership\":[");
-		for (int i = 0, first = 1; i < c.cfg.nnodes; i++) {
-			if (!config_is_member(&c.cfg, i))
-				continue;
-			printf("%s{\"id\":%d,\"address\":\"%s\",\"app_port\":%d,\"role\":\"%s\"}",
-			       first ? "" : ",", i, c.cfg.nodes[i].address, c.cfg.nodes[i].app_port,
-			       member_role_name(c.cfg.nodes[i].member));
-			first = 0;
-		}
-		printf("],\"membership_entry\":%llu,\"change\":", (unsigned long long)members_entry);
-		if (change[0]) {
-			printf("{\"entry\":%llu,\"what\":", (unsigned long long)pending);
-			json_string(change);
-			printf("}");
-		} else {
-			printf("null");
-		}
-		printf("}\n");
-		return 0;
-	}
-	printf("cluster %s: view %llu, leader ", c.cfg.cluster, (unsigned long long)view);
-	if (leader >= 0)
-		printf("node %d (%s:%d)\n", leader, c.cfg.nodes[leader].address,
-		       c.cfg.nodes[leader].app_port);
+static void read_cluster(const struct apus_config *cfg, struct cluster_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	v->leader = -1;
+	read_rows(cfg, v);
+	/* The leader is the node that says it leads the newest view; during
+	 * an election there is none. */
+	for (int i = 0; i < cfg->nnodes; i++)
+		if (v->rows[i].up && v->rows[i].s.role == ROLE_LEADER && v->rows[i].s.view == v->view)
+			v->leader = i;
+	if (v->leader >= 0)
+		v->lead_commit = v->rows[v->leader].s.commit;
 	else
-		printf("none: %s\n", reason);
-	printf("membership:");
-	for (int i = 0; i < c.cfg.nnodes; i++)
-		if (config_is_member(&c.cfg, i))
-			printf(" node %d %s", i, member_role_name(c.cfg.nodes[i].member));
-	if (members_entry)
-		printf(" (agreed at entry %llu)", (unsigned long long)members_entry);
+		no_leader_reason(cfg, v->rows, v->reason, sizeof(v->reason));
+	writes_waiting(cfg, v->rows, v->leader, v->waiting, sizeof(v->waiting));
+	read_membership(cfg, v);
+}
+
+static uint64_t lag_of(const struct cluster_view *v, const struct row *r)
+{
+	return r->up && v->lead_commit > r->s.applied ? v->lead_commit - r->s.applied : 0;
+}
+
+/* Whether node I is shown (--node, and members or live nodes). */
+static int shown(const struct cli *c, const struct row *r, int i)
+{
+	return (c->node < 0 || i == c->node) && (config_is_member(&c->cfg, i) || r->up);
+}
+
+static void print_node_json(const struct cli *c, const struct cluster_view *v, int i)
+{
+	const struct apus_config *cfg = &c->cfg;
+	const struct row *r = &v->rows[i];
+	char acting[200];
+
+	printf("{\"id\":%d,\"role\":\"%s\",\"app_addr\":\"%s:%d\",\"commit\":%llu,"
+	       "\"applied\":%llu,\"pid\":%d,\"lag\":%llu",
+	       i, role_name(r), cfg->nodes[i].address, cfg->nodes[i].app_port,
+	       (unsigned long long)(r->up ? r->s.commit : 0),
+	       (unsigned long long)(r->up ? r->s.applied : 0), r->up ? (int)r->pid : 0,
+	       (unsigned long long)lag_of(v, r));
+	if (r->up)
+		printf(",\"view\":%llu,\"log_pos\":%llu", (unsigned long long)r->s.view,
+		       (unsigned long long)r->s.log_pos);
+	if (r->up && r->s.role == ROLE_LEADER)
+		printf(",\"reclaim_pos\":%llu", (unsigned long long)r->s.reclaim_pos);
+	if (r->up)
+		printf(",\"divergences\":%llu,\"healthy\":%s,\"order_stalls\":%llu",
+		       (unsigned long long)r->s.divergences,
+		       r->s.unhealthy || r->stale ? "false" : "true",
+		       (unsigned long long)r->s.order_stalls);
+	if (i == v->leader && v->waiting[0]) {
+		printf(",\"writes_waiting\":");
+		json_string(v->waiting);
+	}
+	if (r->up && r->s.role == ROLE_BACKUP)
+		printf(",\"suspects_leader\":%s,\"leader_heartbeat_age_ms\":%llu,"
+		       "\"needs_rebuild\":%s",
+		       r->s.suspects_leader ? "true" : "false",
+		       (unsigned long long)r->s.leader_hb_age_ms, r->s.behind ? "true" : "false");
+	printf(",\"snapshot_index\":%llu", (unsigned long long)snapshot_index(cfg, i, r));
+	if (r->up)
+		printf(",\"recoverable\":%s,\"snapshots\":%llu,\"snapshot_ms\":%llu",
+		       r->s.recoverable ? "true" : "false", (unsigned long long)r->s.snap_count,
+		       (unsigned long long)r->s.snap_ms);
+	print_recovery_json(r);
+	printf(",\"member\":\"%s\"", member_role_name(cfg->nodes[i].member));
+	if (r->pid && r->s.role == ROLE_FAILED) {
+		printf(",\"error\":");
+		json_string(r->s.error);
+	}
+	if (owner_acting(cfg, i, acting, sizeof(acting))) {
+		printf(",\"acting\":");
+		json_string(acting);
+	}
+	printf("}");
+}
+
+static void print_json(const struct cli *c, const struct cluster_view *v)
+{
+	const struct apus_config *cfg = &c->cfg;
+
+	printf("{\"view\":%llu,\"leader\":", (unsigned long long)v->view);
+	if (v->leader >= 0) {
+		printf("%d", v->leader);
+	} else {
+		printf("null,\"no_leader_reason\":");
+		json_string(v->reason);
+	}
+	printf(",\"nodes\":[");
+	for (int i = 0, first = 1; i < cfg->nnodes; i++) {
+		if (!shown(c, &v->rows[i], i))
+			continue;
+		printf("%s", first ? "" : ",");
+		print_node_json(c, v, i);
+		first = 0;
+	}
+	printf("]");
+	/* After the nodes: scripts that take the first object with an id for
+	 * a node's keep working. */
+	printf(",\"membership\":[");
+	for (int i = 0, first = 1; i < cfg->nnodes; i++) {
+		if (!config_is_member(cfg, i))
+			continue;
+		printf("%s{\"id\":%d,\"address\":\"%s\",\"app_port\":%d,\"role\":\"%s\"}",
+		       first ? "" : ",", i, cfg->nodes[i].address, cfg->nodes[i].app_port,
+		       member_role_name(cfg->nodes[i].member));
+		first = 0;
+	}
+	printf("],\"membership_entry\":%llu,\"change\":", (unsigned long long)v->members_entry);
+	if (v->change[0]) {
+		printf("{\"entry\":%llu,\"what\":", (unsigned long long)v->pending);
+		json_string(v->change);
+		printf("}");
+	} else {
+		printf("null");
+	}
+	printf("}\n");
+}
+
+static void print_node_text(const struct cli *c, const struct cluster_view *v, int i)
+{
+	const struct apus_config *cfg = &c->cfg;
+	const struct row *r = &v->rows[i];
+	char addr[96], acting[200];
+	int busy = owner_acting(cfg, i, acting, sizeof(acting));
+
+	snprintf(addr, sizeof(addr), "%s:%d", cfg->nodes[i].address, cfg->nodes[i].app_port);
+	if (!r->up) {
+		int failed = r->pid && r->s.role == ROLE_FAILED;
+		printf("%-4d %-7s %-22s %8s %12s %12s %8s%s%s%s%s%s\n", i, "down", addr, "-", "-",
+		       "-", "-", failed ? "  " : "", failed ? r->s.error : "", busy ? "  " : "",
+		       busy ? acting : "", busy ? " acts on it" : "");
+		return;
+	}
+	printf("%-4d %-7s %-22s %8d %12llu %12llu %8llu", i, role_name(r), addr, (int)r->pid,
+	       (unsigned long long)r->s.commit, (unsigned long long)r->s.applied,
+	       (unsigned long long)lag_of(v, r));
+	if (r->s.role == ROLE_BACKUP && r->s.suspects_leader)
+		printf("  suspects the leader (no heartbeat for %llu ms)",
+		       (unsigned long long)r->s.leader_hb_age_ms);
+	if (!r->s.recoverable)
+		printf("  cannot rebuild its state: its log no longer reaches back to its "
+		       "snapshot (apus rebuild --node %d)", i);
+	else if (r->s.role == ROLE_BACKUP && r->s.behind)
+		printf("  needs rebuild: the leader's log no longer holds its next entry "
+		       "(apus rebuild --node %d)", i);
+	if (busy)
+		printf("  %s acts on it", acting);
+	if (r->rv.error[0])
+		printf("  recovery point: %s", r->rv.error);
+	else if (r->stale)
+		printf("  recovery point older than recovery_point_max_age_s");
+	if (r->s.stepdowns && r->s.role != ROLE_LEADER)
+		printf("  stepped down as leader of %s", r->s.stepdown_reason);
 	printf("\n");
-	if (change[0])
-		printf("change in progress: %s\n", change);
+}
+
+static void print_text(const struct cli *c, const struct cluster_view *v)
+{
+	const struct apus_config *cfg = &c->cfg;
+
+	printf("cluster %s: view %llu, leader ", cfg->cluster, (unsigned long long)v->view);
+	if (v->leader >= 0)
+		printf("node %d (%s:%d)\n", v->leader, cfg->nodes[v->leader].address,
+		       cfg->nodes[v->leader].app_port);
+	else
+		printf("none: %s\n", v->reason);
+	printf("membership:");
+	for (int i = 0; i < cfg->nnodes; i++)
+		if (config_is_member(cfg, i))
+			printf(" node %d %s", i, member_role_name(cfg->nodes[i].member));
+	if (v->members_entry)
+		printf(" (agreed at entry %llu)", (unsigned long long)v->members_entry);
+	printf("\n");
+	if (v->change[0])
+		printf("change in progress: %s\n", v->change);
 	printf("%-4s %-7s %-22s %8s %12s %12s %8s\n", "node", "role", "app_addr", "pid", "commit",
 	       "applied", "lag");
-	for (int i = 0; i < c.cfg.nnodes; i++) {
-		const struct row *r = &rows[i];
-		char addr[96];
+	for (int i = 0; i < cfg->nnodes; i++)
+		if (shown(c, &v->rows[i], i))
+			print_node_text(c, v, i);
+	if (v->waiting[0])
+		printf("writes wait: %s\n", v->waiting);
+}
 
-		if (c.node >= 0 && i != c.node)
-			continue;
-		if (!config_is_member(&c.cfg, i) && !r->up)
-			continue;
-		snprintf(addr, sizeof(addr), "%s:%d", c.cfg.nodes[i].address, c.cfg.nodes[i].app_port);
-		char acting[200];
-		int busy = owner_acting(&c.cfg, i, acting, sizeof(acting));
-		if (!r->up) {
-			printf("%-4d %-7s %-22s %8s %12s %12s %8s%s%s%s%s%s\n", i, "down", addr, "-", "-",
-			       "-", "-", r->pid && r->s.role == ROLE_FAILED ? "  " : "",
-			       r->pid && r->s.role == ROLE_FAILED ? r->s.error : "", busy ? "  " : "",
-			       busy ? acting : "", busy ? " acts on it" : "");
-			continue;
-		}
-		printf("%-4d %-7s %-22s %8d %12llu %12llu %8llu", i, role_name(r), addr, (int)r->pid,
-		       (unsigned long long)r->s.commit, (unsigned long long)r->s.applied,
-		       (unsigned long long)(lead_commit > r->s.applied ? lead_commit - r->s.applied
-								: 0));
-		if (r->s.role == ROLE_BACKUP && r->s.suspects_leader)
-			printf("  suspects the leader (no heartbeat for %llu ms)",
-			       (unsigned long long)r->s.leader_hb_age_ms);
-		if (!r->s.recoverable)
-			printf("  cannot rebuild its state: its log no longer reaches back to its "
-			       "snapshot (apus rebuild --node %d)", i);
-		else if (r->s.role == ROLE_BACKUP && r->s.behind)
-			printf("  needs rebuild: the leader's log no longer holds its next entry "
-			       "(apus rebuild --node %d)", i);
-		if (busy)
-			printf("  %s acts on it", acting);
-		if (r->rv.error[0])
-			printf("  recovery point: %s", r->rv.error);
-		else if (r->stale)
-			printf("  recovery point older than recovery_point_max_age_s");
-		if (r->s.stepdowns && r->s.role != ROLE_LEADER)
-			printf("  stepped down as leader of %s", r->s.stepdown_reason);
-		printf("\n");
-	}
-	if (waiting[0])
-		printf("writes wait: %s\n", waiting);
+int cmd_status(int argc, char **argv)
+{
+	static struct cluster_view v;	/* a node_status a node: off the stack */
+	struct cli c;
+	int rc = cli_parse(&c, "status", usage, argc, argv);
+
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	read_cluster(&c.cfg, &v);
+	if (c.json)
+		print_json(&c, &v);
+	else
+		print_text(&c, &v);
 	return 0;
 }
