@@ -273,12 +273,28 @@ static pid_t session_of(pid_t pid)
 	return (pid_t)sid;
 }
 
+/* Whether PID works in DIR (its current directory). */
+static int works_in(pid_t pid, const char *dir)
+{
+	char link[64], cwd[PATH_MAX], want[PATH_MAX];
+	ssize_t k;
+
+	snprintf(link, sizeof(link), "/proc/%d/cwd", (int)pid);
+	k = readlink(link, cwd, sizeof(cwd) - 1);
+	if (k <= 0 || !realpath(dir, want))
+		return 0;
+	cwd[k] = '\0';
+	return !strcmp(cwd, want);
+}
+
 /* NODE's processes (node_processes) and, while the server recorded last is
  * dead, the live members of its session (cli_spawn_node made it a session
- * leader): a child that closed the server lock and whose environment the
- * server wrote over (Redis's BGSAVE child) is found only so.  A session
- * keeps its id, the dead server's pid, from being reused, so the
- * members are the dead server's. */
+ * leader) that work in the node's data directory (the server's children
+ * and snapshot_cmd's do): a child that closed the server lock and whose
+ * environment the server wrote over (Redis's BGSAVE child) is found only
+ * so.  A session keeps its id, the dead server's pid, from being reused;
+ * the directory check leaves alone another session that got that id after
+ * a reboot. */
 static int leftovers(const struct apus_config *cfg, int node, pid_t dead, pid_t *out, int max)
 {
 	int n = node_processes(cfg, node, out, max);
@@ -291,7 +307,8 @@ static int leftovers(const struct apus_config *cfg, int node, pid_t dead, pid_t 
 		pid_t pid = (pid_t)atoi(d->d_name);
 		int known = 0;
 
-		if (pid <= 0 || pid == getpid() || session_of(pid) != dead || !cli_pid_alive(pid))
+		if (pid <= 0 || pid == getpid() || session_of(pid) != dead || !cli_pid_alive(pid) ||
+		    !works_in(pid, cfg->nodes[node].data_dir))
 			continue;
 		for (int i = 0; i < n && i < max; i++)
 			known |= out[i] == pid;

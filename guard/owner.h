@@ -45,7 +45,8 @@ int node_processes(const struct apus_config *cfg, int node, pid_t *out, int max)
  * server would start from a state no log entry names) or a process that
  * keeps the dead server's pid taken as its session id (a CRIU restore needs
  * that pid back).  They are the node's processes (above) and the members
- * of the session of the server its pid file names, once that one is dead.
+ * of the session of the server its pid file names, once that one is dead,
+ * that work in the node's data directory.
  * Call only once the node's server is known dead.  Returns how many are
  * left. */
 #define LEFTOVER_WAIT_MS 5000
