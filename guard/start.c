@@ -105,17 +105,145 @@ static int wait_for_leader(const struct apus_config *cfg, int timeout_ms)
 	return 0;
 }
 
-int cmd_start(int argc, char **argv)
+/* The nodes this apus start starts: their new servers and owner locks. */
+struct starting {
+	pid_t pids[APUS_MAX_NODES];
+	int want[APUS_MAX_NODES];	/* started, not ready yet */
+	int locks[APUS_MAX_NODES];
+	int count;			/* how many want */
+};
+
+/* Starts node I under its owner lock, unless it runs already (then
+ * records and guards it).  0, or -1 (said why; the caller abandons). */
+static int start_node(const struct cli *c, int i, const char *lib, struct starting *st)
 {
-	struct cli c;
-	char lib[PATH_MAX];
-	pid_t pids[APUS_MAX_NODES] = { 0 };
-	int want[APUS_MAX_NODES] = { 0 }, locks[APUS_MAX_NODES], count = 0, rc;
+	char holder[300];
+	int adopted;
+
+	st->locks[i] = owner_lock(&c->cfg, i, OWNER_LOCK_FILE, "apus start", c->timeout_ms, NULL,
+				  holder, sizeof(holder));
+	if (st->locks[i] == -1) {
+		cli_error("node %d: %s still acts on it after %d ms: not started", i, holder,
+			  c->timeout_ms);
+		return -1;
+	}
+	if (st->locks[i] == -2) {
+		cli_error("node %d: %s", i, holder);
+		return -1;
+	}
+	pid_t running = node_server(&c->cfg, i, &adopted);
+	if (running) {
+		if (adopted)
+			cli_write_pidfile(&c->cfg, i, "apus.pid", running);
+		printf("node %d is already running (pid %d%s)\n", i, (int)running,
+		       adopted ? ", which apus had not recorded: recorded now" : "");
+		if (c->cfg.guard)
+			cli_start_guard(&c->cfg, i);
+		owner_unlock(st->locks[i]);
+		st->locks[i] = -1;
+		return 0;
+	}
+	if (cli_mkdirs(c->cfg.nodes[i].data_dir)) {
+		cli_error("cannot create data_dir %s of node %d: %s", c->cfg.nodes[i].data_dir, i,
+			  strerror(errno));
+		return -1;
+	}
+	if (cli_ensure_key(&c->cfg, i))
+		return -1;
+	st->pids[i] = cli_spawn_node(&c->cfg, i, lib);
+	if (st->pids[i] < 0)
+		return -1;
+	st->want[i] = 1;
+	st->count++;
+	return 0;
+}
+
+/* Node I is ready (its status in S): says so, hands it to its guard. */
+static void node_is_ready(const struct cli *c, int i, const struct node_status *s,
+			  struct starting *st)
+{
+	printf("node %d started: %s, pid %d, app %s:%d\n", i, role_label(s->role), (int)st->pids[i],
+	       c->cfg.nodes[i].address, c->cfg.nodes[i].app_port);
+	if (!s->recoverable && c->cfg.guard)
+		printf("node %d cannot rebuild its state from its snapshot and log (it will not "
+		       "lead); its guard rebuilds it from a peer once a leader serves\n", i);
+	else if (!s->recoverable)
+		printf("node %d cannot rebuild its state from its snapshot and log (it will not "
+		       "lead); once a leader serves: apus stop --config %s --node %d; apus rebuild "
+		       "--config %s --node %d\n", i, c->cfg.path, i, c->cfg.path, i);
+	if (c->cfg.guard)
+		cli_start_guard(&c->cfg, i);
+	owner_unlock(st->locks[i]);
+	st->locks[i] = -1;
+	st->want[i] = 0;
+	st->count--;
+}
+
+/* Waits until every node started is ready: 0, or -1 (said why). */
+static int wait_ready(const struct cli *c, struct starting *st)
+{
 	struct timespec tick = { 0, 20 * 1000000 };
 
-	for (int i = 0; i < APUS_MAX_NODES; i++)
-		locks[i] = -1;
+	for (int waited = 0; st->count; waited += 20) {
+		for (int i = 0; i < c->cfg.nnodes; i++) {
+			char logpath[PATH_MAX], err[300];
 
+			if (!st->want[i])
+				continue;
+			config_node_path(&c->cfg, i, "apus.log", logpath, sizeof(logpath));
+			int ok = cli_node_ready(&c->cfg, i, st->pids[i], err, sizeof(err));
+			if (ok < 0) {
+				cli_error("%s; last lines of %s:", err, logpath);
+				print_log_tail(logpath);
+				if (!cli_pid_alive(st->pids[i]))
+					st->pids[i] = 0;
+				return -1;
+			}
+			const struct region_ctl *ctl = ok ? region_map_ctl(&c->cfg, i) : NULL;
+			if (!ctl)
+				continue;
+			node_is_ready(c, i, &ctl->status, st);
+			region_unmap_ctl(ctl);
+		}
+		if (!st->count)
+			break;
+		if (waited >= c->timeout_ms) {
+			for (int i = 0; i < c->cfg.nnodes; i++)
+				if (st->want[i]) {
+					char logpath[PATH_MAX];
+					config_node_path(&c->cfg, i, "apus.log", logpath, sizeof(logpath));
+					cli_error("node %d was not ready after %d ms (see %s)", i,
+						  c->timeout_ms, logpath);
+				}
+			return -1;
+		}
+		nanosleep(&tick, NULL);
+	}
+	return 0;
+}
+
+/* Leaves nothing half-started behind. */
+static void abandon(const struct apus_config *cfg, struct starting *st)
+{
+	for (int i = 0; i < cfg->nnodes; i++) {
+		if (st->pids[i] > 0) {
+			kill(st->pids[i], SIGKILL);
+			waitpid(st->pids[i], NULL, 0);
+		}
+		owner_unlock(st->locks[i]);
+	}
+}
+
+int cmd_start(int argc, char **argv)
+{
+	static struct starting st;
+	struct cli c;
+	char lib[PATH_MAX];
+	int rc;
+
+	memset(&st, 0, sizeof(st));
+	for (int i = 0; i < APUS_MAX_NODES; i++)
+		st.locks[i] = -1;
 	rc = cli_parse(&c, "start", usage, argc, argv);
 	if (rc)
 		return rc > 0 ? 0 : 2;
@@ -127,9 +255,6 @@ int cmd_start(int argc, char **argv)
 			cli_error("checkpoints are off: %s; replication runs without them", why);
 	}
 	for (int i = 0; i < c.cfg.nnodes; i++) {
-		char holder[300];
-		int adopted;
-
 		if (c.node >= 0 ? i != c.node : !cli_node_is_local(&c.cfg, i))
 			continue;
 		if (!config_is_member(&c.cfg, i)) {
@@ -139,43 +264,12 @@ int cmd_start(int argc, char **argv)
 				  "member = removed): not started", i);
 			return 2;
 		}
-		locks[i] = owner_lock(&c.cfg, i, OWNER_LOCK_FILE, "apus start", c.timeout_ms, NULL,
-				      holder, sizeof(holder));
-		if (locks[i] == -1) {
-			cli_error("node %d: %s still acts on it after %d ms: not started", i, holder,
-				  c.timeout_ms);
-			goto fail;
+		if (start_node(&c, i, lib, &st)) {
+			abandon(&c.cfg, &st);
+			return 1;
 		}
-		if (locks[i] == -2) {
-			cli_error("node %d: %s", i, holder);
-			goto fail;
-		}
-		pid_t running = node_server(&c.cfg, i, &adopted);
-		if (running) {
-			if (adopted)
-				cli_write_pidfile(&c.cfg, i, "apus.pid", running);
-			printf("node %d is already running (pid %d%s)\n", i, (int)running,
-			       adopted ? ", which apus had not recorded: recorded now" : "");
-			if (c.cfg.guard)
-				cli_start_guard(&c.cfg, i);
-			owner_unlock(locks[i]);
-			locks[i] = -1;
-			continue;
-		}
-		if (cli_mkdirs(c.cfg.nodes[i].data_dir)) {
-			cli_error("cannot create data_dir %s of node %d: %s", c.cfg.nodes[i].data_dir,
-				  i, strerror(errno));
-			goto fail;
-		}
-		if (cli_ensure_key(&c.cfg, i))
-			goto fail;
-		pids[i] = cli_spawn_node(&c.cfg, i, lib);
-		if (pids[i] < 0)
-			goto fail;
-		want[i] = 1;
-		count++;
 	}
-	if (!count && c.node < 0) {
+	if (!st.count && c.node < 0) {
 		int any = 0;
 		for (int i = 0; i < c.cfg.nnodes; i++)
 			any |= cli_node_is_local(&c.cfg, i);
@@ -185,73 +279,12 @@ int cmd_start(int argc, char **argv)
 			return 1;
 		}
 	}
-
-	int started = count;
-	for (int waited = 0; count; waited += 20) {
-		for (int i = 0; i < c.cfg.nnodes; i++) {
-			char logpath[PATH_MAX], err[300];
-
-			if (!want[i])
-				continue;
-			config_node_path(&c.cfg, i, "apus.log", logpath, sizeof(logpath));
-			int ok = cli_node_ready(&c.cfg, i, pids[i], err, sizeof(err));
-			if (ok < 0) {
-				cli_error("%s; last lines of %s:", err, logpath);
-				print_log_tail(logpath);
-				if (!cli_pid_alive(pids[i]))
-					pids[i] = 0;
-				goto fail;
-			}
-			const struct region_ctl *ctl = ok ? region_map_ctl(&c.cfg, i) : NULL;
-			if (!ctl)
-				continue;
-			const struct node_status *s = &ctl->status;
-			if (ok) {
-				printf("node %d started: %s, pid %d, app %s:%d\n", i, role_label(s->role),
-				       (int)pids[i], c.cfg.nodes[i].address, c.cfg.nodes[i].app_port);
-				if (!s->recoverable && c.cfg.guard)
-					printf("node %d cannot rebuild its state from its snapshot and log (it "
-					       "will not lead); its guard rebuilds it from a peer once a leader "
-					       "serves\n", i);
-				else if (!s->recoverable)
-					printf("node %d cannot rebuild its state from its snapshot and log (it "
-					       "will not lead); once a leader serves: apus stop --config %s "
-					       "--node %d; apus rebuild --config %s --node %d\n",
-					       i, c.cfg.path, i, c.cfg.path, i);
-				if (c.cfg.guard)
-					cli_start_guard(&c.cfg, i);
-				owner_unlock(locks[i]);
-				locks[i] = -1;
-				want[i] = 0;
-				count--;
-			}
-			region_unmap_ctl(ctl);
-		}
-		if (!count)
-			break;
-		if (waited >= c.timeout_ms) {
-			for (int i = 0; i < c.cfg.nnodes; i++)
-				if (want[i]) {
-					char logpath[PATH_MAX];
-					config_node_path(&c.cfg, i, "apus.log", logpath, sizeof(logpath));
-					cli_error("node %d was not ready after %d ms (see %s)", i,
-						  c.timeout_ms, logpath);
-				}
-			goto fail;
-		}
-		nanosleep(&tick, NULL);
+	int started = st.count;
+	if (wait_ready(&c, &st)) {
+		abandon(&c.cfg, &st);
+		return 1;
 	}
 	if (c.node < 0 && started)
 		return wait_for_leader(&c.cfg, c.timeout_ms);
 	return 0;
-fail:
-	/* Leave nothing half-started behind. */
-	for (int i = 0; i < c.cfg.nnodes; i++) {
-		if (pids[i] > 0) {
-			kill(pids[i], SIGKILL);
-			waitpid(pids[i], NULL, 0);
-		}
-		owner_unlock(locks[i]);
-	}
-	return 1;
 }
