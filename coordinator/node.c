@@ -172,6 +172,38 @@ static void *sync_main(void *arg)
 	return NULL;
 }
 
+/* Joins T, waiting up to DEADLINE (CLOCK_REALTIME, as the join wants):
+ * 0, or -1 (logged with NAME). */
+static int join_by(pthread_t t, const struct timespec *deadline, const char *name)
+{
+	int rc = pthread_timedjoin_np(t, NULL, deadline);
+
+	if (rc)
+		pr_err("node_stop: the %s thread did not end in time: %s", name, strerror(rc));
+	return rc ? -1 : 0;
+}
+
+int node_stop(struct node *n, int wait_ms)
+{
+	struct timespec deadline;
+	uint64_t at = realtime_ns() + (uint64_t)wait_ms * 1000000ULL;
+	int rc = 0;
+
+	deadline.tv_sec = (time_t)(at / 1000000000ULL);
+	deadline.tv_nsec = (long)(at % 1000000000ULL);
+	__atomic_store_n(&n->stopping, 1, __ATOMIC_RELEASE);
+	n->ops->wake(n->tp);	/* a role thread waiting on its doorbell */
+	rc |= join_by(n->thread, &deadline, "role");
+	if (n->sync_started)
+		rc |= join_by(n->sync_thread, &deadline, "fsync");
+	if (n->snap_started)
+		rc |= join_by(n->snap_thread, &deadline, "snapshot");
+	if (n->metrics_started)
+		rc |= join_by(n->metrics_thread, &deadline, "metrics");
+	n->sync_started = n->snap_started = n->metrics_started = 0;
+	return rc;
+}
+
 /* Skips the unused tail of a lap (no room for a marker there). */
 static uint64_t skip_dead_tail(struct node *n, uint64_t pos)
 {

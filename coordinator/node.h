@@ -32,6 +32,13 @@ extern void (*node_reexec_hook)(struct node *n);
  * Returns the node (its threads running) or NULL with *ERR describing why. */
 struct node *node_start(const char *config_path, int self, char *err, size_t errlen);
 
+/* Stops N's threads (role, fsync, snapshot, metrics) and waits up to
+ * WAIT_MS for each to end.  Returns 0 once all ended, -1 (logged) if one
+ * did not.  A server never calls it (its process's end stops the node);
+ * tests do, before the next cluster or before removing N's files.  N's
+ * mappings and memory stay: N may be read after it stopped. */
+int node_stop(struct node *n, int wait_ms);
+
 /* Leader: replicates one inbound event and returns once a majority holds it.
  * ACCEPT names a new connection (CONN is ignored; the entry's viewstamp is
  * returned in *VS); RECV carries LEN bytes from IOV; CLOSE ends CONN.

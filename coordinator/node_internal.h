@@ -51,6 +51,8 @@ struct node {
 	pthread_t thread;	/* the role thread */
 	pthread_t sync_thread;	/* fsync = batch */
 	int sync_started;
+	pthread_t metrics_thread;	/* when metrics_port is set */
+	int metrics_started;
 
 	/* Leader.  `lock` orders proposals: it covers slot reservation and the
 	 * writes to peers, so every backup receives entries in log order. */
@@ -95,6 +97,7 @@ struct node {
 	uint64_t snap_idx, snap_pos;	/* atomic: the recovery point (0: none) */
 	int recoverable;	/* its snapshot and log rebuild its state (atomic) */
 	pthread_t snap_thread;
+	int snap_started;
 	/* Set by the shim: whether read-ahead bytes wait for the server. */
 	int (*input_pending)(void);
 

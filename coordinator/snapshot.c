@@ -491,5 +491,8 @@ int node_snapshot_start(struct node *n)
 {
 	if (!n->cfg.snapshot_cmd[0])
 		return 0;
-	return pthread_create(&n->snap_thread, NULL, snap_main, n) ? -1 : 0;
+	if (pthread_create(&n->snap_thread, NULL, snap_main, n))
+		return -1;
+	n->snap_started = 1;
+	return 0;
 }

@@ -298,6 +298,7 @@ static void wrapping_log(void)
 	twonode_start_conf(&c, path);
 	srand(3);
 	twonode_wrap(&c, 3000);
+	twonode_stop(&c);
 }
 
 /* ---- no device ---------------------------------------------------------- */
@@ -372,9 +373,7 @@ int main(void)
 		setenv("APUS_LOG_FILE", path, 1);
 		logger_init("test_rdma");
 		no_device();
-		struct twonode c;
-		snprintf(c.dir, sizeof(c.dir), "%s", dir);
-		twonode_cleanup(&c);
+		testdir_remove(dir);
 		printf("skipped: no RDMA device\n");
 		fflush(stdout);
 		return UNIT_SKIP;
@@ -383,8 +382,6 @@ int main(void)
 	raw_writes();
 	wrong_key();
 	wrapping_log();
-	struct twonode c;
-	snprintf(c.dir, sizeof(c.dir), "%s", dir);
-	twonode_cleanup(&c);
+	testdir_remove(dir);
 	return 0;
 }
