@@ -257,20 +257,32 @@ static pid_t recorded_pid(const struct apus_config *cfg, int node)
 }
 
 /* The session of PID (0 if it is gone). */
-static pid_t session_of(pid_t pid)
+/* PID's parent and session from /proc/PID/stat: 0, or -1 when it is gone. */
+static int stat_ids(pid_t pid, pid_t *ppid, pid_t *sid)
 {
 	char path[64], buf[512], *p;
-	int sid = 0;
+	int parent = 0, session = 0, rc = -1;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	if (!(f = fopen(path, "re")))
-		return 0;
-	/* "pid (comm) state ppid pgrp session ...": comm may hold ')'. */
-	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
-		sscanf(p + 1, " %*c %*d %*d %d", &sid);
+		return -1;
+	/* "pid (comm) state ppid pgrp session ...": comm may hold spaces and ')'. */
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) &&
+	    sscanf(p + 1, " %*c %d %*d %d", &parent, &session) == 2)
+		rc = 0;
 	fclose(f);
-	return (pid_t)sid;
+	*ppid = (pid_t)parent;
+	*sid = (pid_t)session;
+	return rc;
+}
+
+/* The session of PID (0 if it is gone). */
+static pid_t session_of(pid_t pid)
+{
+	pid_t ppid, sid;
+
+	return stat_ids(pid, &ppid, &sid) ? 0 : sid;
 }
 
 /* Whether PID works in DIR (its current directory). */
@@ -336,19 +348,9 @@ int node_end_leftovers(const struct apus_config *cfg, int node, int wait_ms)
 
 pid_t process_parent(pid_t pid)
 {
-	char path[64], buf[512], *p;
-	int ppid = 0;
-	FILE *f;
+	pid_t ppid, sid;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	/* "pid (comm) state ppid ...": comm may hold spaces and parentheses. */
-	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
-		sscanf(p + 1, " %*c %d", &ppid);
-	fclose(f);
-	return (pid_t)ppid;
+	return stat_ids(pid, &ppid, &sid) ? 0 : ppid;
 }
 
 pid_t node_server(const struct apus_config *cfg, int node, int *adopted)
