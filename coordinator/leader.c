@@ -445,9 +445,6 @@ static int entry_committed(struct node *n, uint64_t arg)
 	return 0;
 }
 
-/* Appends an event (split into entries of at most max_entry bytes) and
- * sends it to the backups; does not wait.  Returns the last entry's index
- * and sets *LAST_POS to its position. */
 /* The stamp of the entry the calling thread proposed last (input_clock.h). */
 static __thread uint64_t proposed_stamp;
 
@@ -470,6 +467,9 @@ static uint32_t next_stamp(struct node *n)
 	return (uint32_t)s;
 }
 
+/* Appends an event (split into entries of at most max_entry bytes) and
+ * sends it to the backups; does not wait.  Returns the last entry's index
+ * and sets *LAST_POS to its position. */
 static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
 			      const struct iovec *iov, int iovcnt, size_t len, struct viewstamp *vs,
 			      uint64_t *last_pos, int ring)

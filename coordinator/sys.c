@@ -26,6 +26,8 @@ struct socket_calls sys = {
 	.epoll_wait = epoll_wait,
 	.epoll_pwait = epoll_pwait,
 	.clock_gettime = clock_gettime,
+	.gettimeofday = gettimeofday,
+	.time = time,
 };
 
 void sys_use(const struct socket_calls *calls)
@@ -36,5 +38,6 @@ void sys_use(const struct socket_calls *calls)
 	USE(recvfrom); USE(recvmsg); USE(write); USE(writev); USE(send); USE(sendto);
 	USE(sendmsg); USE(close); USE(shutdown); USE(fork); USE(epoll_ctl);
 	USE(epoll_wait); USE(epoll_pwait); USE(clock_gettime);
+	USE(gettimeofday); USE(time);
 #undef USE
 }

@@ -15,6 +15,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <time.h>
 
@@ -41,6 +42,8 @@ struct socket_calls {
 	/* The wall clock is interposed too (preload/clock.c): inside a window
 	 * of logged input it is that input's stamp (input_clock.h). */
 	int (*clock_gettime)(clockid_t, struct timespec *);
+	int (*gettimeofday)(struct timeval *, void *);
+	time_t (*time)(time_t *);
 };
 
 extern struct socket_calls sys;

@@ -5,10 +5,9 @@
  * through, so the server's timers keep their pace.
  *
  * These run on every clock read of the server, on its hottest paths: no
- * lock, no lazy resolution through pthread_once (the dynamic linker may
- * read the clock while we resolve), a direct system call until the
- * library's constructor found libc's functions. */
-#include <dlfcn.h>
+ * lock, and no resolution of the real functions from here (the dynamic
+ * linker may read the clock while `real` is being filled): a direct
+ * system call until the shim's constructor filled it (real.c). */
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -17,15 +16,10 @@
 #include "../coordinator/input_clock.h"
 #include "shim.h"
 
-static int (*real_clock_gettime)(clockid_t, struct timespec *);
-static int (*real_gettimeofday)(struct timeval *, void *);
-static time_t (*real_time)(time_t *);
-
-__attribute__((constructor)) static void clock_resolve(void)
+static int resolved(void)
 {
-	real_gettimeofday = (__typeof__(real_gettimeofday))dlsym(RTLD_NEXT, "gettimeofday");
-	real_clock_gettime = (__typeof__(real_clock_gettime))dlsym(RTLD_NEXT, "clock_gettime");
-	real_time = (__typeof__(real_time))dlsym(RTLD_NEXT, "time");
+	/* Pairs with the release store at the end of real.c's resolve(). */
+	return __atomic_load_n(&real_resolved, __ATOMIC_ACQUIRE);
 }
 
 static int is_wall(clockid_t clk)
@@ -42,8 +36,8 @@ APUS_EXPORT int clock_gettime(clockid_t clk, struct timespec *ts)
 		ts->tv_nsec = (long)(ms % 1000) * 1000000;
 		return 0;
 	}
-	if (real_clock_gettime)
-		return real_clock_gettime(clk, ts);
+	if (resolved())
+		return real.clock_gettime(clk, ts);
 	return (int)syscall(SYS_clock_gettime, clk, ts);
 }
 
@@ -58,11 +52,11 @@ APUS_EXPORT int gettimeofday(struct timeval *tv, void *tz)
 			return 0;
 		/* The time zone, if asked for, is the machine's. */
 		struct timeval ignored;
-		return real_gettimeofday ? real_gettimeofday(&ignored, tz)
-					 : (int)syscall(SYS_gettimeofday, &ignored, tz);
+		return resolved() ? real.gettimeofday(&ignored, tz)
+				  : (int)syscall(SYS_gettimeofday, &ignored, tz);
 	}
-	if (real_gettimeofday)
-		return real_gettimeofday(tv, tz);
+	if (resolved())
+		return real.gettimeofday(tv, tz);
 	return (int)syscall(SYS_gettimeofday, tv, tz);
 }
 
@@ -71,8 +65,8 @@ APUS_EXPORT time_t time(time_t *out)
 	uint64_t ms = input_clock_ms;
 	time_t t;
 
-	if (!ms && real_time)
-		return real_time(out);	/* libc's reads a cached second: ~2 ns */
+	if (!ms && resolved())
+		return real.time(out);	/* libc's reads a cached second: ~2 ns */
 	t = ms ? (time_t)(ms / 1000) : (time_t)syscall(SYS_time, NULL);
 	if (out)
 		*out = t;

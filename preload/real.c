@@ -31,6 +31,8 @@ static void resolve(void)
 	RESOLVE(epoll_wait);
 	RESOLVE(epoll_pwait);
 	RESOLVE(clock_gettime);
+	RESOLVE(gettimeofday);
+	RESOLVE(time);
 	__atomic_store_n(&real_resolved, 1, __ATOMIC_RELEASE);
 }
 
