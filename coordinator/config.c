@@ -214,6 +214,10 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return copy_str(p, k, v, c->app_cmd, sizeof(c->app_cmd));
 	if (!strcmp(k, "snapshot_cmd"))
 		return copy_str(p, k, v, c->snapshot_cmd, sizeof(c->snapshot_cmd));
+	if (!strcmp(k, "snapshot_leader"))
+		return parse_name(p, k, v, on_off_names, 2, &c->snapshot_leader);
+	if (!strcmp(k, "snapshot_load_cmd"))
+		return copy_str(p, k, v, c->snapshot_load_cmd, sizeof(c->snapshot_load_cmd));
 	if (!strcmp(k, "snapshot_interval_s"))
 		return parse_int(p, k, v, 0, 1000000, &c->snapshot_interval_s);
 	if (!strcmp(k, "snapshot_log_bytes")) {
@@ -327,6 +331,7 @@ static void set_defaults(struct apus_config *c)
 	c->start_timeout_ms = 15000;
 	c->checkpoint_keep = 3;
 	c->guard = 1;
+	c->snapshot_leader = 1;
 	for (int i = 0; i < APUS_MAX_NODES; i++)
 		c->nodes[i].id = -1;
 }
@@ -510,6 +515,11 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 	p.line = 0;
 	if (!c->snapshot_cmd[0] != !c->snapshot_file[0]) {
 		fail(&p, "snapshot_cmd and snapshot_file go together (set both or neither)");
+		goto out;
+	}
+	if (c->snapshot_load_cmd[0] && !c->snapshot_cmd[0]) {
+		fail(&p, "snapshot_load_cmd needs snapshot_cmd and snapshot_file (it loads what "
+			 "they make)");
 		goto out;
 	}
 	if (!c->app_cmd[0]) {

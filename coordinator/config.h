@@ -19,6 +19,10 @@
  *             recovery point, the log's base, and apus rebuild's source)
  *   snapshot_log_bytes = log_size/4   snapshot_interval_s = 0
  *             (a node snapshots itself after this much log, or this often)
+ *   snapshot_leader = on|off  (off: snapshot_cmd is not fork-based, only
+ *             held backups take snapshots; two of them are the majority)
+ *   snapshot_load_cmd = ...   (puts snapshot_file into a server that loads
+ *             nothing by itself, before the node executes the log after it)
  *   secret_file = apus.key    (tcp/rdma peer admission, see admission.h)
  *   verify_cmd = {config_dir}/verify.txt  (apus verify's default sweep: a
  *             file of bytes it sends through the leader; guard/verify.c)
@@ -135,6 +139,17 @@ struct apus_config {
 	 * when it starts there. */
 	char snapshot_cmd[4096];
 	char snapshot_file[256];
+	/* Off: snapshot_cmd reads the server rather than making it fork
+	 * (memcached), which holds only on a paused backup, so the leader,
+	 * never paused, takes none; its log is reclaimed by its peers'
+	 * snapshots alone. */
+	int snapshot_leader;
+	/* For a server that loads nothing at start (memcached): run (sh -c,
+	 * expanded like app_cmd) once the server listens, before the node
+	 * executes any entry after its recovery point; it puts
+	 * <data_dir>/<snapshot_file> into the server.  Empty: the server
+	 * loads snapshot_file by itself (Redis). */
+	char snapshot_load_cmd[4096];
 	/* Each node snapshots itself (coordinator/snapshot.c) once its log
 	 * went this far past its last snapshot, and/or this often. */
 	uint64_t snapshot_log_bytes;	/* 0 after loading: log_size / 4 */

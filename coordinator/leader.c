@@ -53,7 +53,9 @@ static uint64_t leader_reclaim_pos(struct node *n, uint64_t end)
 	uint64_t synced = tail, all = tail, covered = tail;
 	int snapshots = n->cfg.snapshot_cmd[0] != '\0';
 
-	if (snapshots)
+	/* A leader that takes no snapshots (snapshot_leader = off) is
+	 * rebuilt from a peer if it crashes: its peers' points suffice. */
+	if (snapshots && n->cfg.snapshot_leader)
 		covered = __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE);
 	for (int k = 0; k < n->cfg.nnodes; k++)
 		if (k != n->self && node_is_member(n, k)) {
@@ -725,10 +727,12 @@ static int leader_can_catch_up(struct node *n, int turns_left)
 		return 0;
 	}
 	/* Progress, nothing for the server to do, or a server still loading
-	 * its state (node_execute waits for it): not stuck. */
+	 * its state (node_execute waits for it; a snapshot_load_cmd that
+	 * failed once is no longer given the benefit): not stuck. */
 	if (mark != n->catch_up_mark || !n->catch_up_ns ||
 	    (!turns_left && n->exec_idx > __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE)) ||
-	    !__atomic_load_n(&n->ctl->status.app_ready, __ATOMIC_ACQUIRE)) {
+	    !__atomic_load_n(&n->ctl->status.app_ready, __ATOMIC_ACQUIRE) ||
+	    node_snapshot_loading(n)) {
 		n->catch_up_mark = mark;
 		n->catch_up_ns = now;
 		return 1;

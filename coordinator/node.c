@@ -296,10 +296,8 @@ static void report_applied(struct node *n)
 	n->ops->ring(n->tp, leader);
 }
 
-int node_execute(struct node *n, uint64_t upto, uint64_t checked)
+int node_server_up(struct node *n)
 {
-	int progress = 0;
-
 	/* Replay connects to the server: not before it listens (a restarted
 	 * node gets the whole log before its server is up). */
 	if (!__atomic_load_n(&n->ctl->status.app_listening, __ATOMIC_ACQUIRE))
@@ -308,11 +306,19 @@ int node_execute(struct node *n, uint64_t upto, uint64_t checked)
 	 * loads, and refuses requests meanwhile (Redis: -LOADING), which
 	 * would drop them.  A server that never waits in epoll_wait() is
 	 * taken as ready after SERVER_LOAD_NS. */
-	if (!__atomic_load_n(&n->ctl->status.app_ready, __ATOMIC_ACQUIRE) &&
-	    now_ns() - __atomic_load_n(&n->listen_ns, __ATOMIC_ACQUIRE) < SERVER_LOAD_NS)
+	return __atomic_load_n(&n->ctl->status.app_ready, __ATOMIC_ACQUIRE) ||
+	       now_ns() - __atomic_load_n(&n->listen_ns, __ATOMIC_ACQUIRE) >= SERVER_LOAD_NS;
+}
+
+int node_execute(struct node *n, uint64_t upto, uint64_t checked)
+{
+	int progress = 0;
+
+	if (!node_server_up(n))
 		return 0;
 	/* The guard is taking a checkpoint at the entry we stand on, or we
-	 * are taking a snapshot of our own there. */
+	 * are taking a snapshot of our own there, or loading the one we
+	 * started from. */
 	if (n->ckpt_hold || node_snapshot_holds(n))
 		return 0;
 	/* A batch bounded in time (a quarter heartbeat period): the caller's

@@ -96,6 +96,9 @@ struct node {
 	uint64_t snap_cap_idx, snap_cap_pos, snap_cap_view;	/* the state it holds */
 	uint64_t snap_idx, snap_pos;	/* atomic: the recovery point (0: none) */
 	int recoverable;	/* its snapshot and log rebuild its state (atomic) */
+	/* atomic: snapshot_load_cmd has yet to put the recovery point into
+	 * the server (execution waits); how often it failed so far. */
+	int snap_loading, snap_load_failures;
 	pthread_t snap_thread;
 	int snap_started;
 	/* Set by the shim: whether read-ahead bytes wait for the server. */
@@ -139,6 +142,10 @@ void node_set_hint(struct node *n, uint64_t idx, uint64_t pos, uint64_t view);
  * by this node already: only their canary is checked again.  Reports
  * applied positions to the leader (when it is not the leader itself). */
 int node_execute(struct node *n, uint64_t upto, uint64_t checked);
+/* Whether the server listens and has loaded what it loads by itself
+ * (it waited in epoll_wait(), or SERVER_LOAD_NS passed since it
+ * listened): replay may connect to it. */
+int node_server_up(struct node *n);
 
 /* checkpoint.c.  Init reads the restore generation at start; poll answers
  * the guard's checkpoint requests (holding execution while one is taken)
@@ -163,8 +170,13 @@ void node_snapshot_reload(struct node *n);
 int node_snapshot_start(struct node *n);
 /* Role thread: answers the snapshot thread's hold (backup). */
 void node_snapshot_poll(struct node *n);
-/* Backup: whether execution is held for a snapshot. */
+/* Whether execution is held for a snapshot: a backup's being taken, or
+ * the recovery point still being loaded into the server
+ * (snapshot_load_cmd). */
 int node_snapshot_holds(struct node *n);
+/* Whether snapshot_load_cmd has yet to load the recovery point, and has
+ * not failed yet (a leader waiting for it is not stuck). */
+int node_snapshot_loading(struct node *n);
 /* Whether a snapshot of this node is under way (its command and what the
  * server forked for it still run). */
 int node_snapshot_running(struct node *n);

@@ -15,7 +15,15 @@
  *   therefore needs a fork-based snapshot_cmd; its snapshot counts once
  *   that entry is committed.
  * More than one fork while a snapshot is under way (a client's BGSAVE)
- * makes the state ambiguous: that snapshot is dropped and tried again. */
+ * makes the state ambiguous: that snapshot is dropped and tried again.
+ * A snapshot_cmd that reads the server instead of making it fork
+ * (memcached's apps/memcached/snapshot.py) holds only on a backup: with
+ * snapshot_leader = off the leader takes none.
+ *
+ * A server that loads nothing by itself at start (memcached) is given its
+ * recovery point by snapshot_load_cmd, which this thread runs first, once
+ * the server listens; the node executes nothing until it succeeded (a
+ * failure is retried: the command must be one that can run twice). */
 #define LOG_PREFIX "snapshot: "
 #include <errno.h>
 #include <fcntl.h>
@@ -82,6 +90,8 @@ void node_snapshot_load(struct node *n)
 		pr_perror("cannot put the recovery point's snapshot in place");
 	if (rc)
 		return;
+	if (n->cfg.snapshot_load_cmd[0])
+		__atomic_store_n(&n->snap_loading, 1, __ATOMIC_RELEASE);
 	n->exec_idx = rp.index + 1;
 	n->exec_pos = rp.log_pos;
 	n->exec_view = rp.view;
@@ -124,16 +134,28 @@ void node_snapshot_check(struct node *n)
 		       (unsigned long long)n->exec_idx - 1, n->self);
 }
 
+static int loading(struct node *n)
+{
+	return __atomic_load_n(&n->snap_loading, __ATOMIC_ACQUIRE);
+}
+
 int node_snapshot_holds(struct node *n)
 {
 	int s = snap_state(n);
 
-	return s == SNAP_HOLD || s == SNAP_HELD;
+	return s == SNAP_HOLD || s == SNAP_HELD || loading(n);
 }
 
+int node_snapshot_loading(struct node *n)
+{
+	return loading(n) && !__atomic_load_n(&n->snap_load_failures, __ATOMIC_ACQUIRE);
+}
+
+/* A checkpoint waits too while the recovery point is loaded: an image of
+ * a half-loaded server would be tied to no entry. */
 int node_snapshot_running(struct node *n)
 {
-	return snap_state(n) != SNAP_IDLE;
+	return snap_state(n) != SNAP_IDLE || loading(n);
 }
 
 void node_snapshot_poll(struct node *n)
@@ -237,19 +259,20 @@ static int wait_state(struct node *n, int from, uint64_t max_ns)
 	return s;
 }
 
-/* Runs snapshot_cmd (sh -c, expanded) and returns its exit status, or -1.
- * The server reaps children of its own (Redis waits for any pid while its
- * BGSAVE child runs), so the command runs under an outer sh that reports
- * its status through a pipe: whoever reaps the outer sh, we learn it. */
-static int run_cmd(struct node *n)
+/* Runs the command template CMD_T (snapshot_cmd or snapshot_load_cmd;
+ * sh -c, expanded) and returns its exit status, or -1.  The server reaps
+ * children of its own (Redis waits for any pid while its BGSAVE child
+ * runs), so the command runs under an outer sh that reports its status
+ * through a pipe: whoever reaps the outer sh, we learn it. */
+static int run_cmd(struct node *n, const char *cmd_t, const char *what)
 {
 	char cmd[8192], *env[1024], line[16] = "";
 	int pfd[2], status = -1;
 	posix_spawn_file_actions_t fa;
 	pid_t pid;
 
-	if (config_expand(&n->cfg, n->self, n->cfg.snapshot_cmd, cmd, sizeof(cmd))) {
-		pr_err("snapshot_cmd is too long once expanded");
+	if (config_expand(&n->cfg, n->self, cmd_t, cmd, sizeof(cmd))) {
+		pr_err("%s is too long once expanded", what);
 		return -1;
 	}
 	if (pipe2(pfd, O_CLOEXEC) < 0)
@@ -275,7 +298,7 @@ static int run_cmd(struct node *n)
 	sys.close(pfd[1]);
 	if (rc) {
 		errno = rc;
-		pr_perror("cannot run snapshot_cmd");
+		pr_perror("cannot run %s", what);
 		sys.close(pfd[0]);
 		return -1;
 	}
@@ -361,7 +384,7 @@ static int take(struct node *n, char *why, size_t whylen)
 		}
 	}
 	sys.clock_gettime(CLOCK_REALTIME_COARSE, &started);
-	status = run_cmd(n);
+	status = run_cmd(n, n->cfg.snapshot_cmd, "snapshot_cmd");
 	s = snap_state(n);
 	set_snap_state(n, SNAP_IDLE);	/* execution and read-ahead go on */
 	struct recovery_point rp = { n->snap_cap_idx, n->snap_cap_pos, n->snap_cap_view, 0 };
@@ -430,7 +453,7 @@ static int due(struct node *n, uint64_t last_ns)
 	uint64_t end, top, snap = __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE);
 
 	if (leader) {
-		if (!node_serving(n))
+		if (!node_serving(n) || !n->cfg.snapshot_leader)
 			return 0;
 		end = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
 		top = __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE);
@@ -451,6 +474,54 @@ static int due(struct node *n, uint64_t last_ns)
 	       now_ns() - last_ns >= (uint64_t)n->cfg.snapshot_interval_s * 1000000000ULL;
 }
 
+static void set_error(struct node *n, const char *why)
+{
+	snprintf(n->ctl->status.snap_error, sizeof(n->ctl->status.snap_error), "%s", why);
+	store64(&n->ctl->status.snap_error_ms, realtime_ms());
+}
+
+static uint64_t next_retry(uint64_t retry_ns)
+{
+	return retry_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : retry_ns * 2;
+}
+
+/* Puts the recovery point the node started from into its server
+ * (snapshot_load_cmd), once the server listens; execution waits until it
+ * succeeded, retried with back-off while it fails. */
+static void load(struct node *n)
+{
+	uint64_t retry_ns = RETRY_MIN_NS, idx = __atomic_load_n(&n->snap_idx, __ATOMIC_ACQUIRE);
+	char why[256];
+
+	while (!stopping(n)) {
+		if (!node_server_up(n)) {
+			sleep_ns(TICK_NS / 10);
+			continue;
+		}
+		uint64_t t0 = now_ns();
+		int status = run_cmd(n, n->cfg.snapshot_load_cmd, "snapshot_load_cmd");
+		if (!status) {
+			pr_info("snapshot_load_cmd put the recovery point (entry %llu) into the server "
+				"in %llu ms: executing from entry %llu on",
+				(unsigned long long)idx, (unsigned long long)(now_ns() - t0) / 1000000,
+				(unsigned long long)idx + 1);
+			n->ctl->status.snap_error[0] = '\0';
+			__atomic_store_n(&n->snap_loading, 0, __ATOMIC_RELEASE);
+			return;
+		}
+		snprintf(why, sizeof(why), "snapshot_load_cmd exited with %d: the server does not "
+			 "hold its recovery point (entry %llu) yet, so it executes nothing", status,
+			 (unsigned long long)idx);
+		set_error(n, why);
+		__atomic_add_fetch(&n->snap_load_failures, 1, __ATOMIC_ACQ_REL);
+		pr_warn("%s; trying again in %llu s", why,
+			(unsigned long long)(retry_ns / 1000000000ULL));
+		for (uint64_t until = now_ns() + retry_ns; now_ns() < until && !stopping(n);)
+			sleep_ns(TICK_NS);
+		retry_ns = next_retry(retry_ns);
+	}
+}
+
 static void *snap_main(void *arg)
 {
 	struct node *n = arg;
@@ -460,6 +531,8 @@ static void *snap_main(void *arg)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	if (loading(n))
+		load(n);
 	while (!stopping(n)) {
 		sleep_ns(TICK_NS);
 		if (now_ns() < next_ns || !due(n, last_ns))
@@ -467,14 +540,12 @@ static void *snap_main(void *arg)
 		uint64_t t0 = now_ns();
 		if (take(n, why, sizeof(why))) {
 			/* For apus status: why this node has no newer recovery point. */
-			snprintf(n->ctl->status.snap_error, sizeof(n->ctl->status.snap_error), "%s",
-				 why);
-			store64(&n->ctl->status.snap_error_ms, realtime_ms());
+			set_error(n, why);
 			if (!n->ctl->status.snap_failures++ || retry_ns >= RETRY_MAX_NS)
 				pr_warn("snapshot failed (%s); trying again in %llu s", why,
 					(unsigned long long)(retry_ns / 1000000000ULL));
 			next_ns = now_ns() + retry_ns;
-			retry_ns = retry_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : retry_ns * 2;
+			retry_ns = next_retry(retry_ns);
 			continue;
 		}
 		last_ns = now_ns();

@@ -26,30 +26,11 @@ import argparse
 import hashlib
 import os
 import sys
-import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workload import Conn, key_name  # noqa: E402  (the shared key naming)
+from workload import Conn, key_name, metadump  # noqa: E402  (the shared key naming)
 
 BATCH = 100  # keys per get request
-
-
-def all_keys(c):
-    """Every key the server holds, from lru_crawler metadump (its lines end
-    in a bare LF; the last one is END with CRLF)."""
-    c.send(b"lru_crawler metadump all\r\n")
-    keys = []
-    while True:
-        line = c.line()
-        for item in line.split("\n"):
-            if item == "END":
-                return keys
-            if item.startswith(("ERROR", "CLIENT_ERROR", "SERVER_ERROR", "BUSY")):
-                raise RuntimeError("lru_crawler metadump: %s" % item)
-            for field in item.split(" "):
-                if field.startswith("key="):
-                    keys.append(urllib.parse.unquote(field[4:]))
-                    break
 
 
 def main():
@@ -66,7 +47,7 @@ def main():
     try:
         c = Conn(args.host, args.port, timeout=30)
         if args.all:
-            names = sorted(set(all_keys(c)))
+            names = sorted(set(key for key, _ in metadump(c)))
         else:
             names = sorted(set([key_name(args.prefix, i) for i in range(args.keys)] + args.key))
         h = hashlib.sha256()

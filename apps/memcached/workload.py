@@ -34,6 +34,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 
 ALL_OPS = ("set", "get", "incr", "decr", "append", "prepend", "delete", "add")
 
@@ -101,7 +102,7 @@ class Conn:
     def get_multi(self, keys, cas=False):
         """{key: (flags, value)} of the present keys of one get request;
         with CAS, {key: (flags, value, cas)} of one gets request."""
-        self.send(("%s %s\r\n" % ("gets" if cas else "get", " ".join(keys))).encode())
+        self.send(("%s %s\r\n" % ("gets" if cas else "get", " ".join(keys))).encode("latin-1"))
         found = {}
         while True:
             line = self.line()
@@ -112,6 +113,30 @@ class Conn:
                 raise ProtocolError("get %s: unexpected reply %r" % (keys[0], line))
             item = (int(parts[2]), self.block(int(parts[3])))
             found[parts[1]] = item + (int(parts[4]),) if cas else item
+
+
+def metadump(c):
+    """[(key, exptime)] of every item the server holds, from `lru_crawler
+    metadump all` (exptime: absolute Unix time, -1 for none).  Its lines
+    end in a bare LF, and the last one is END with CRLF, so they are taken
+    from the connection's buffer here rather than with line().  Keys are
+    str of latin-1 (one char per byte), as Conn reads them."""
+    c.send(b"lru_crawler metadump all\r\n")
+    items = []
+    while True:
+        i = c.buf.find(b"\n")
+        if i < 0:
+            c._fill()
+            continue
+        item, c.buf = c.buf[:i].rstrip(b"\r").decode("latin-1"), c.buf[i + 1:]
+        if item == "END":
+            return items
+        if item.startswith(("ERROR", "CLIENT_ERROR", "SERVER_ERROR", "BUSY")):
+            raise ProtocolError("lru_crawler metadump: %s" % item)
+        fields = dict(f.split("=", 1) for f in item.split(" ") if "=" in f)
+        if "key" in fields:
+            items.append((urllib.parse.unquote(fields["key"], encoding="latin-1"),
+                          int(fields.get("exp", "-1"))))
 
 
 def check_error(op, line):

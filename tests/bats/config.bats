@@ -128,6 +128,18 @@ function expect_conf_error() {
 	expect_conf_error "$(line_of '^fsync = ')" "sometimes|fsync"
 }
 
+@test "bad snapshot_leader value" {
+	sed -i '3i snapshot_leader = sometimes' "$BAD"
+	expect_conf_error 3 "snapshot_leader.*sometimes"
+}
+
+@test "snapshot_load_cmd without snapshot_cmd is refused, saying what it needs" {
+	sed -i -e '/^snapshot_/d' -e '3i snapshot_load_cmd = true' "$BAD"
+	run timeout 30 "$APUS" status --config "$BAD" 3>&-
+	[ "$status" -ne 0 ] || fail "apus status accepted snapshot_load_cmd alone: $output"
+	[[ "$output" == *"snapshot_load_cmd needs snapshot_cmd"* ]] || fail "unclear error: $output"
+}
+
 @test "a config that does not exist is named" {
 	run timeout 30 "$APUS" start --config "$DIR/nope.conf" 3>&-
 	[ "$status" -ne 0 ] || fail "apus start accepted a missing config"

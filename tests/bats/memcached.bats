@@ -30,22 +30,27 @@ function have_memcached() {
 	command -v memcached >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1
 }
 
-# mc_conf DIR PORTBASE - make_conf's cluster (its transport, namespaces,
-# fsync and so on) with memcached as the server: the app port, and an admin
-# port PORTBASE+30+node at the node's address (not replicated).  No
-# snapshots: memcached has none.  PORTBASE must be a multiple of 10 (the
-# admin port is written as a prefix and {node}).
+# mc_conf DIR PORTBASE [LOG_SIZE] - make_conf's cluster (its transport,
+# namespaces, fsync, guard and so on) with memcached as the server: the app
+# port, an admin port PORTBASE+30+node at the node's address (not
+# replicated), and recovery points as apps/memcached's configs take them
+# (snapshot.py on held backups, load.py at start; snapshot_leader = off).
+# PORTBASE must be a multiple of 10 (the admin port is written as a prefix
+# and {node}).
 function mc_conf() {
-	local dir=$1 pb=$2 conf cmd
-	conf=$(APUS_TEST_SNAPSHOTS=off make_conf "$dir" "$pb") || return 1
+	local dir=$1 pb=$2 conf cmd admin
+	admin="--host {address} --port $(((pb + 30) / 10)){node}"
+	conf=$(APUS_TEST_SNAPSHOTS=off make_conf "$dir" "$pb" "${3:-64M}") || return 1
 	cmd="memcached -p {port} -l {address}:{port},{address}:$(((pb + 30) / 10)){node} -U 0 -t $MC_THREADS -u root -m 64"
 	sed -i -e "/^thread_order/d" -e "s|^app_cmd .*|app_cmd      = $cmd\nthread_order = $MC_THREAD_ORDER|" "$conf"
-	grep -q "^app_cmd      = memcached " "$conf" || return 1
+	sed -i -e "s|^app_cmd .*|&\nsnapshot_cmd = $MC/snapshot.py $admin --out {data_dir}/memcached.snap\nsnapshot_file = memcached.snap\nsnapshot_leader = off\nsnapshot_load_cmd = $MC/load.py $admin --in {data_dir}/memcached.snap|" "$conf"
+	grep -q "^app_cmd      = memcached " "$conf" && grep -q "^snapshot_load_cmd = " "$conf" || return 1
 	echo "$conf"
 }
 
-# mc_admin_port NODE - NODE's admin port.
-function mc_admin_port() { echo $((PORTBASE + 30 + $1)); }
+# mc_admin_port NODE - NODE's admin port (of the cluster at MC_PORTBASE,
+# default the file's).
+function mc_admin_port() { echo $((${MC_PORTBASE:-$PORTBASE} + 30 + $1)); }
 
 # mc_kill_leftovers CONF - kill memcached processes still listening on the
 # app or admin ports of CONF (an aborted earlier run of this file).
@@ -215,6 +220,12 @@ function teardown_file() {
 }
 
 function teardown() {
+	if [ -n "${OWN_CONF:-}" ]; then
+		stop_cluster "$OWN_CONF"
+		mc_kill_leftovers "$OWN_CONF"
+		bash "$APUS_ROOT/scripts/drop-regions.sh" "$(dirname "$OWN_CONF")"
+		OWN_CONF= MC_PORTBASE=
+	fi
 	if [ -n "${BARE_PID:-}" ]; then
 		kill -KILL "$BARE_PID" 2>/dev/null || true
 		wait "$BARE_PID" 2>/dev/null || true
@@ -411,4 +422,100 @@ while True:
 	# The leader killed above stays down unless its restart test ran.
 	[ -f "$BATS_FILE_TMPDIR/killed" ] && nodes=$(others "$(cat "$BATS_FILE_TMPDIR/killed")")
 	wait_mc_digests_equal "$nodes" 30 --all
+}
+
+# mc_audit_all LOG PREFIX - every node of $CONF holds every set LOG
+# acknowledged (audit.py check over its admin port).
+function mc_audit_all() {
+	local n out
+	for n in $(conf_nodes "$CONF"); do
+		out=$(timeout 120 python3 "$MC/audit.py" check --host "$(node_host "$n")" \
+			--port "$(mc_admin_port "$n")" --log "$1" --prefix "$2" 2>&1) || {
+			echo "node $n: $out"
+			return 1
+		}
+	done
+}
+
+# mc_serving_leader - a leader answers version at its app port.
+function mc_serving_leader() {
+	local id
+	id=$(leader_id) || return 1
+	[ -n "$id" ] && [ "$id" != null ] || return 1
+	[[ "$(mc "$(node_host "$id"):$(app_port "$id")" version 2>&1)" == VERSION* ]]
+}
+
+# mc_serving_all - a leader serves, and every node is a recoverable
+# member again (an old leader rebuilt by its guard, too).
+function mc_serving_all() {
+	local j n
+	mc_serving_leader || return 1
+	all_backups >/dev/null 2>&1 || return 1
+	j=$(status_json) || return 1
+	for n in $(conf_nodes "$CONF"); do
+		[ "$(status_node "$j" "$n" recoverable)" = true ] || return 1
+	done
+}
+
+# mc_write LOG PREFIX COUNT - COUNT audited sets through whoever leads.
+function mc_write() {
+	APUS_BIN="$APUS" timeout 300 python3 "$MC/audit.py" write --config "$CONF" --log "$1" \
+		--prefix "$2" --count "$3" >/dev/null 2>&1 3>&- || fail "audit.py write $2 failed"
+	[ "$(grep -c '^set ' "$1")" -gt $(($3 / 2)) ] || fail "only $(grep -c '^set ' "$1") of $3 sets acknowledged"
+}
+
+@test "memcached as shipped (guard on, backups' snapshots, a 1 MB log that wraps): kill -9 of all, stop and start of all, a deleted data directory: every acknowledged write on every replica" {
+	OWN_CONF=$(APUS_TEST_GUARD=on mc_conf "$(test_dir own20400)" 20400 1M)
+	# CRIU images too (where CRIU works), taken often: the newest of an
+	# image and a snapshot is the one a restart uses.
+	sed -i "s/^guard .*/&\ncheckpoint_interval_s = 3/" "$OWN_CONF"
+	CONF=$OWN_CONF
+	MC_PORTBASE=20400
+	mc_kill_leftovers "$CONF"
+	start_cluster "$CONF"
+	local one="$BATS_TEST_TMPDIR/one.log" two="$BATS_TEST_TMPDIR/two.log" j lead n t0 victim
+	# ~24,000 entries of ~90 bytes: the 1 MB log wraps twice.
+	mc_write "$one" one 12000
+	lead=$(leader_id)
+	j=$(status_json)
+	[ "$(status_node "$j" "$lead" reclaim_pos)" -gt $((1 << 20)) ] ||
+		fail "the log did not wrap: $j"
+	for n in $(backups); do
+		[ "$(status_node "$j" "$n" recovery_point)" = snapshot ] ||
+			[ "$(status_node "$j" "$n" recovery_point)" = checkpoint ] ||
+			fail "backup $n has no recovery point: $j"
+	done
+
+	# kill -9 of every server: the guards bring them back (the old leader,
+	# whose state no recovery point of its own holds, from a peer's).
+	for n in $(conf_nodes "$CONF"); do
+		kill -KILL "$(redis_pid "$n")" 2>/dev/null || true
+	done
+	t0=$SECONDS
+	retry 600 0.1 mc_serving_leader || fail "no leader serves after kill -9 of all: $(status_json); $(show_logs "$CONF" 15)"
+	echo "kill -9 of all: a leader serves after $((SECONDS - t0)) s"
+	retry 600 0.1 mc_serving_all || fail "not every node is back: $(status_json); $(show_logs "$CONF" 15)"
+	retry 20 1 mc_audit_all "$one" one || fail "after kill -9 of all: $(mc_audit_all "$one" one)"
+
+	# More writes (the log wraps again), then apus stop and start of all.
+	mc_write "$two" two 6000
+	run timeout 60 "$APUS" stop --config "$CONF" 3>&-
+	assert_eq "$status" 0 "apus stop: $output"
+	run timeout 120 "$APUS" start --config "$CONF" 3>&-
+	assert_eq "$status" 0 "apus start: $output"
+	retry 600 0.1 mc_serving_all || fail "not every node is back after start: $(status_json); $(show_logs "$CONF" 15)"
+	retry 20 1 mc_audit_all "$one" one || fail "after stop/start: $(mc_audit_all "$one" one)"
+	retry 20 1 mc_audit_all "$two" two || fail "after stop/start: $(mc_audit_all "$two" two)"
+
+	# A backup whose data directory is gone is rebuilt from a peer.
+	victim=$(backups | head -n 1)
+	run timeout 60 "$APUS" stop --config "$CONF" --node "$victim" 3>&-
+	assert_eq "$status" 0 "apus stop --node $victim: $output"
+	rm -rf "$(data_dir "$victim")"
+	run timeout 120 "$APUS" rebuild --config "$CONF" --node "$victim" 3>&-
+	assert_eq "$status" 0 "apus rebuild --node $victim: $output"
+	retry 600 0.1 mc_serving_all || fail "node $victim is not back: $(status_json)"
+	retry 20 1 mc_audit_all "$one" one || fail "after the rebuild: $(mc_audit_all "$one" one)"
+	retry 20 1 mc_audit_all "$two" two || fail "after the rebuild: $(mc_audit_all "$two" two)"
+	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --all
 }
