@@ -91,8 +91,10 @@ report_sanitizer_logs unit
 echo "     (unit: $SECONDS s)"
 
 # ---- bats ------------------------------------------------------------------
-# Each run is FILE or FILE|VAR=VALUE: the same tests again under another
-# setting (a parameter of the tests, not a copy of them).  The variants run
+# Each run is FILE or FILE|VAR=VALUE[|FILTER]: the same tests again under
+# another setting (a parameter of the tests, not a copy of them); FILTER, a
+# bats --filter regex, keeps the variant to the tests whose work the setting
+# changes (make test-full runs them all).  The variants run
 # where the setting changes what the tests exercise: another replay path
 # (sockets), commit wait, fsync, a region on disk, and tcp across network
 # namespaces for the transport's own work (connections, the log's ring
@@ -112,7 +114,11 @@ VARIANTS=(
 	"wraparound.bats|APUS_TEST_NETNS=tcp-netns"
 	"commit_wait.bats|APUS_TEST_NETNS=tcp-netns"
 	"faults.bats|APUS_TEST_NETNS=tcp-netns"
-	"failover.bats|APUS_TEST_NETNS=tcp-netns"
+	# over tcp, what the transport does in a failover: reconnection after
+	# a kill and a whole-cluster restart, a paused leader's stale frames,
+	# a partition (the repeated kills, the fork child and the hook are the
+	# shm run's)
+	"failover.bats|APUS_TEST_NETNS=tcp-netns|^(kill -9 the leader under|a paused leader is replaced|whole-cluster kill|partition the leader)"
 	"checkpoint.bats|APUS_TEST_NETNS=tcp-netns"
 )
 if [ -n "${APUS_TEST_ALL_VARIANTS:-}" ]; then
@@ -220,12 +226,16 @@ next_group() {
 
 # run_suite I - bats on run I, its output in $tmp/run.I; "I RC SECONDS" to $tmp/done.
 run_suite() {
-	local i=$1 run=${bats_files[$1]} f setting= shm=$shm_root/$1 start=$SECONDS rc=0
+	local i=$1 run=${bats_files[$1]} f setting= filter=() shm=$shm_root/$1 start=$SECONDS rc=0
 	f=${run%%|*}
 	[ "$run" != "$f" ] && setting=${run#*|}
+	if [[ "$setting" == *"|"* ]]; then
+		[ -z "${APUS_TEST_ALL_VARIANTS:-}" ] && filter=(--filter "${setting#*|}")
+		setting=${setting%%|*}
+	fi
 	mkdir -p "$shm"
 	env ${setting:+"$setting"} APUS_TEST_SHM="$shm" timeout --kill-after=30 "$BATS_TIMEOUT" \
-		bats --tap "$f" >"$tmp/run.$i" 2>&1 </dev/null || rc=$?
+		bats --tap --timing "${filter[@]}" "$f" >"$tmp/run.$i" 2>&1 </dev/null || rc=$?
 	rm -rf "$shm"
 	echo "$i $rc $((SECONDS - start))" >>"$tmp/done"
 }
@@ -239,12 +249,25 @@ run_lane() {
 	done
 }
 
+# untimed NAME - a TAP test name without bats --timing's " in Nms" (kept,
+# with the suite, in $tmp/timings for the slowest tests at the end).
+untimed() {
+	local n=$1 rest="" ms
+	[[ "$n" == *" # skip"* ]] && rest=" # skip${n#* # skip}" && n=${n%% # skip*}
+	if [[ "$n" =~ ^(.*)\ in\ ([0-9]+)ms$ ]]; then
+		n=${BASH_REMATCH[1]} ms=${BASH_REMATCH[2]}
+		echo "$ms $suite: $n" >>"$tmp/timings"
+	fi
+	echo "$n$rest"
+}
+
 # report_suite I RC SECONDS - what run I's TAP says, counted.
 report_suite() {
 	local i=$1 rc=$2 secs=$3 run=${bats_files[$1]} f setting= suite line name reason n
 	local plan=0 seen=0 in_fail=0 timed_out=0
 	f=${run%%|*}
 	[ "$run" != "$f" ] && setting=${run#*|}
+	setting=${setting%%|*}
 	suite=${f##*/}
 	suite=${suite%.bats}${setting:+[${setting#*=}]}
 	while IFS= read -r line; do
@@ -255,7 +278,7 @@ report_suite() {
 		"not ok "*)
 			seen=$((seen + 1))
 			name=${line#not ok }
-			name=${name#* }
+			name=$(untimed "${name#* }")
 			echo "FAIL $suite: $name"
 			failed=$((failed + 1))
 			failures+=("$suite: $name")
@@ -265,7 +288,7 @@ report_suite() {
 		"ok "*)
 			seen=$((seen + 1))
 			name=${line#ok }
-			name=${name#* }
+			name=$(untimed "${name#* }")
 			in_fail=0
 			if [[ "$name" == *" # skip"* ]]; then
 				reason=${name#* # skip}
@@ -351,6 +374,10 @@ if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null 2>&1; then
 	APUS_NETNS_PREFIX="${APUS_NETNS_PREFIX:-apust}" scripts/netns.sh down >/dev/null 2>&1 || true
 fi
 
+if [ -s "$tmp/timings" ]; then
+	echo "     slowest tests (s):"
+	sort -rn "$tmp/timings" | head -n 12 | awk '{ ms = $1; $1 = ""; printf "     %6.1f %s\n", ms / 1000, substr($0, 2) }'
+fi
 echo "     (all: $SECONDS s)"
 if [ "${#failures[@]}" -gt 0 ]; then
 	echo
