@@ -46,8 +46,8 @@ function fill() {
 	bench -t set -n "$1" -r 100000000 -d 16 -c 20 -q
 }
 
-@test "the log wraps 8 times; every node keeps a recovery point and the leader never waits for one" {
-	fill 100000
+@test "the log wraps 4 times; every node keeps a recovery point and the leader never waits for one" {
+	fill 50000
 	retry 100 0.2 all_recoverable || fail "no recovery point on every node: $(status_json)"
 	local j n
 	j=$(status_json)
@@ -59,7 +59,7 @@ function fill() {
 }
 
 @test "apus stop + apus start of the whole cluster after the log wrapped: same state, one election, prompt stop" {
-	fill 30000
+	fill 15000
 	wait_digests_equal "$CONF" 60
 	local before keys view t0 pids=() n
 	read -r _ before keys < <(digests "$CONF" | head -n 1)
@@ -79,7 +79,7 @@ function fill() {
 }
 
 @test "kill -9 of all three after the log wrapped, then apus start: same state" {
-	fill 30000
+	fill 15000
 	wait_digests_equal "$CONF" 60
 	local before keys n
 	read -r _ before keys < <(digests "$CONF" | head -n 1)

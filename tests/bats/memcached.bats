@@ -474,11 +474,11 @@ function mc_write() {
 	mc_kill_leftovers "$CONF"
 	start_cluster "$CONF"
 	local one="$BATS_TEST_TMPDIR/one.log" two="$BATS_TEST_TMPDIR/two.log" j lead n t0 victim
-	# ~24,000 entries of ~90 bytes: the 1 MB log wraps twice.
-	mc_write "$one" one 12000
+	# ~16,000 entries of ~90 bytes: more than the 1 MB log holds.
+	mc_write "$one" one 8000
 	lead=$(leader_id)
 	j=$(status_json)
-	[ "$(status_node "$j" "$lead" reclaim_pos)" -gt $((1 << 20)) ] ||
+	[ "$(status_node "$j" "$lead" log_pos)" -gt $((1 << 20)) ] ||
 		fail "the log did not wrap: $j"
 	for n in $(backups); do
 		[ "$(status_node "$j" "$n" recovery_point)" = snapshot ] ||
@@ -498,7 +498,7 @@ function mc_write() {
 	retry 20 1 mc_audit_all "$one" one || fail "after kill -9 of all: $(mc_audit_all "$one" one)"
 
 	# More writes (the log wraps again), then apus stop and start of all.
-	mc_write "$two" two 6000
+	mc_write "$two" two 4000
 	run timeout 60 "$APUS" stop --config "$CONF" 3>&-
 	assert_eq "$status" 0 "apus stop: $output"
 	run timeout 120 "$APUS" start --config "$CONF" 3>&-
