@@ -131,6 +131,15 @@ int repair_due(const struct apus_config *cfg, int node, pid_t pid, uint64_t dive
 		st->seen = divergences;
 		return 0;
 	}
+	if (!cfg->snapshot_leader) {
+		say("node %d: its output differed from the leader's on %llu connection(s); "
+		    "divergence = repair rebuilds from the leader's recovery point, and with "
+		    "snapshot_leader = off the leader takes none: reported only (apus verify, then "
+		    "apus rebuild --node %d rebuilds it from a backup's)", node,
+		    (unsigned long long)divergences, node);
+		st->seen = divergences;
+		return 0;
+	}
 	run_verify(cfg, node, result, sizeof(result), out, sizeof(out));
 	if (!strcmp(result, "equal")) {
 		say("node %d: its output differed from the leader's on %llu connection(s), but apus "

@@ -205,7 +205,10 @@ static void read_rows(const struct apus_config *cfg, struct cluster_view *v)
 		memcpy(&r->s, &ctl->status, sizeof(r->s));
 		r->up = r->pid && r->s.pid == (uint64_t)r->pid;
 		recovery_view_read(cfg, i, ctl, &r->rv);
-		r->stale = r->up && recovery_view_stale(cfg, &r->rv, r->s.applied);
+		/* A leader that takes no snapshots (snapshot_leader = off) has
+		 * no point to keep fresh: its peers' count. */
+		r->stale = r->up && !(r->s.role == ROLE_LEADER && !cfg->snapshot_leader) &&
+			   recovery_view_stale(cfg, &r->rv, r->s.applied);
 		region_unmap_ctl(ctl);
 		if (r->up && r->s.role != ROLE_FAILED && r->s.view >= v->view)
 			v->view = r->s.view;
