@@ -31,7 +31,7 @@ function audit_clean() {
 @test "kill -9 a backup under write load, restart it: it catches up, nothing acknowledged is lost" {
 	local log="$BATS_TEST_TMPDIR/kill.log" victim
 	victim=$(backups | tail -n 1)
-	writer "$log" 300 kill
+	writer "$log" 150 kill
 	sleep 1
 	"$FAULT" kill --config "$CONF" --node "$victim"
 	wait "$WRITER"

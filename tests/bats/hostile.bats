@@ -424,7 +424,7 @@ function two_backups() {
 	# 2000 at once (within ulimit -n), each answering PING; the cluster
 	# serves while they are held.
 	[ "$(ulimit -n)" -gt 2100 ] || skip "ulimit -n is $(ulimit -n): too low for 2000 connections"
-	python3 "$CLIENT" --port "$(leader_port)" many --count 2000 --hold 10 \
+	python3 "$CLIENT" --port "$(leader_port)" many --count 2000 --hold 5 \
 		--hold-file "$BATS_TEST_TMPDIR/held" >"$BATS_TEST_TMPDIR/many.out" 2>&1 3>&- &
 	BG_PIDS=$!
 	retry 300 0.1 test -e "$BATS_TEST_TMPDIR/held"
