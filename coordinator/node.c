@@ -234,6 +234,11 @@ const struct entry_hdr *node_entry_at(struct node *n, uint64_t *pos, uint64_t id
 	return entry_at(n, pos, idx, 1);
 }
 
+int node_entry_landed(struct node *n, uint64_t pos, uint64_t idx)
+{
+	return entry_at(n, &pos, idx, 0) != NULL;
+}
+
 void node_log_end(struct node *n, uint64_t *last_view, uint64_t *last_idx, uint64_t *end_pos)
 {
 	/* Any thread may ask (the role thread moves these: see node_execute). */

@@ -126,6 +126,9 @@ void node_set_role(struct node *n, int role, int leader, uint64_t view);
 /* The entry at *POS with index IDX if it is whole, following a WRAP marker
  * to the next lap; NULL if it has not (fully) landed yet. */
 const struct entry_hdr *node_entry_at(struct node *n, uint64_t *pos, uint64_t idx);
+/* Whether that entry has landed, without checking its CRC: what a spin
+ * looks at (agreeing on it checks the CRC). */
+int node_entry_landed(struct node *n, uint64_t pos, uint64_t idx);
 
 /* The end of this node's log as it lies now, scanning forward from the
  * executed prefix: the last entry's view and index and the position past
