@@ -16,6 +16,7 @@ static const char *const greeting_names[] = { "compare", "skip" };
 static const char *const divergence_names[] = { "report", "unhealthy", "repair" };
 static const char *const thread_order_names[] = { "reads", "requests" };
 static const char *const member_names[] = { "voter", "learner", "removed" };
+static const char *const snapshot_connections_names[] = { "any", "none" };
 
 const char *member_role_name(int member)
 {
@@ -212,10 +213,15 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_name(p, k, v, on_off_names, 2, &c->guard);
 	if (!strcmp(k, "app_cmd"))
 		return copy_str(p, k, v, c->app_cmd, sizeof(c->app_cmd));
+	if (!strcmp(k, "app_reset_cmd"))
+		return copy_str(p, k, v, c->app_reset_cmd, sizeof(c->app_reset_cmd));
 	if (!strcmp(k, "snapshot_cmd"))
 		return copy_str(p, k, v, c->snapshot_cmd, sizeof(c->snapshot_cmd));
 	if (!strcmp(k, "snapshot_leader"))
 		return parse_name(p, k, v, on_off_names, 2, &c->snapshot_leader);
+	if (!strcmp(k, "snapshot_connections"))
+		return parse_name(p, k, v, snapshot_connections_names, 2,
+				  &c->snapshot_connections);
 	if (!strcmp(k, "snapshot_load_cmd"))
 		return copy_str(p, k, v, c->snapshot_load_cmd, sizeof(c->snapshot_load_cmd));
 	if (!strcmp(k, "snapshot_interval_s"))
@@ -515,6 +521,11 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 	p.line = 0;
 	if (!c->snapshot_cmd[0] != !c->snapshot_file[0]) {
 		fail(&p, "snapshot_cmd and snapshot_file go together (set both or neither)");
+		goto out;
+	}
+	if (c->snapshot_connections == SNAPSHOT_CONNECTIONS_NONE && c->snapshot_leader) {
+		fail(&p, "snapshot_connections = none needs snapshot_leader = off (a leader's "
+			 "fork-based snapshot is taken whatever its clients hold)");
 		goto out;
 	}
 	if (c->snapshot_load_cmd[0] && !c->snapshot_cmd[0]) {

@@ -14,6 +14,8 @@
  *   heartbeat_ms = 10         suspect_ms = 10 x heartbeat_ms
  *   start_timeout_ms = 15000
  *   app_cmd = redis-server --port {port} ...
+ *   app_reset_cmd = ...       (a server with state of its own on disk: puts
+ *             back the state the log starts from, in every fresh start)
  *   snapshot_cmd = apps/redis/snapshot.sh {data_dir}/redis.sock   snapshot_file = dump.rdb
  *             (how a node has its server write its state: every node's
  *             recovery point, the log's base, and apus rebuild's source)
@@ -23,6 +25,8 @@
  *             held backups take snapshots; two of them are the majority)
  *   snapshot_load_cmd = ...   (puts snapshot_file into a server that loads
  *             nothing by itself, before the node executes the log after it)
+ *   snapshot_connections = any|none  (none: recovery points only where no
+ *             client connection is open: servers with sessions)
  *   secret_file = apus.key    (tcp/rdma peer admission, see admission.h)
  *   verify_cmd = {config_dir}/verify.txt  (apus verify's default sweep: a
  *             file of bytes it sends through the leader; guard/verify.c)
@@ -51,6 +55,7 @@
 #define APUS_MAX_NODES 8
 
 enum fsync_policy { FSYNC_NONE = 0, FSYNC_BATCH, FSYNC_ALWAYS };
+enum snapshot_connections { SNAPSHOT_CONNECTIONS_ANY = 0, SNAPSHOT_CONNECTIONS_NONE };
 /* What the log orders across a server's threads.  READS: each thread's
  * reads of replicated input follow the log.  REQUESTS: moreover a thread
  * that got input runs alone until it asks for more, so requests execute
@@ -132,6 +137,13 @@ struct apus_config {
 	int recovery_point_max_age_s;
 	int guard;			/* apus start runs a guard per replica */
 	char app_cmd[4096];
+	/* For a server that keeps state of its own on disk (MariaDB): run
+	 * (sh -c, expanded like app_cmd) in every fresh start of the server,
+	 * before anything of the log or of a recovery point reaches it (apus
+	 * start, the guard's restarts, a deposed leader's re-execution; not a
+	 * CRIU restore).  It puts back the state the log starts from (the
+	 * datadir every replica was initialised with). */
+	char app_reset_cmd[4096];
 	char leader_hook[4096];
 	/* Rebuilding a replica from a peer (guard/rebuild.c): run on a held
 	 * backup (sh -c, expanded like app_cmd), it makes the server write
@@ -150,6 +162,12 @@ struct apus_config {
 	 * <data_dir>/<snapshot_file> into the server.  Empty: the server
 	 * loads snapshot_file by itself (Redis). */
 	char snapshot_load_cmd[4096];
+	/* SNAPSHOT_CONNECTIONS_NONE: a backup's recovery point only at an
+	 * entry where no client connection is open on it.  For servers whose
+	 * connections hold state a snapshot does not (MariaDB's sessions:
+	 * the handshake, transactions, prepared statements), which a server
+	 * started from the snapshot could not continue. */
+	int snapshot_connections;
 	/* Each node snapshots itself (coordinator/snapshot.c) once its log
 	 * went this far past its last snapshot, and/or this often. */
 	uint64_t snapshot_log_bytes;	/* 0 after loading: log_size / 4 */

@@ -495,6 +495,11 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 	}
 	if (members_load(n, err, errlen))
 		goto fail;
+	/* A fresh server starts from the state the log starts from: nothing
+	 * of its own (app_reset_cmd), then a recovery point and the log after
+	 * it, or the whole log. */
+	if (node_app_reset(n, err, errlen))
+		goto fail;
 	node_snapshot_load(n);
 	node_pick_role(n, recovered);
 	if (!node_is_member(n, self)) {

@@ -94,6 +94,9 @@ struct node {
 	int snap_forks;		/* atomic: server forks while one was under way */
 	uint64_t snap_hold_ns;	/* role thread: when it began to hold */
 	uint64_t snap_cap_idx, snap_cap_pos, snap_cap_view;	/* the state it holds */
+	/* snapshot_connections = none: connections open when the role thread
+	 * came to hold (it did not: no recovery point there). */
+	int snap_open_conns;
 	uint64_t snap_idx, snap_pos;	/* atomic: the recovery point (0: none) */
 	int recoverable;	/* its snapshot and log rebuild its state (atomic) */
 	/* atomic: snapshot_load_cmd has yet to put the recovery point into
@@ -163,6 +166,10 @@ int node_checkpoint_poll(struct node *n);
  * cannot never stands for election). */
 void node_snapshot_load(struct node *n);
 void node_snapshot_check(struct node *n);
+/* Start-up, before node_snapshot_load(): app_reset_cmd, when set.  0, or
+ * -1 with ERR filled (the server must then serve nothing: its state is
+ * not the one the log starts from). */
+int node_app_reset(struct node *n, char *err, size_t errlen);
 /* After a CRIU restore: the recovery point on disk may be newer than the
  * image's memory of it (snapshots taken since the dump).  A restart loads
  * that one, so it is the one reported for the log's reclamation; whether

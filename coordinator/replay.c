@@ -505,6 +505,17 @@ static int exec_close(struct replay *r, const struct entry_hdr *e)
 	return 1;
 }
 
+int replay_open_conns(struct replay *r)
+{
+	int open = 0;
+
+	/* Dropped ones too: the leader's server may still hold their session. */
+	for (int b = 0; b < NBUCKETS; b++)
+		for (struct rconn *c = r->buckets[b]; c; c = c->next)
+			open++;
+	return open;
+}
+
 /* A new view begins: the connections of earlier views ended with their
  * leader (their clients reconnect to the new one), so every replica closes
  * them here, at the same point of the log. */

@@ -37,6 +37,10 @@ int replay_exec(struct replay *r, const struct entry_hdr *e);
  * 1 while the server still has scheduled turns to take. */
 int replay_maintain(struct replay *r);
 
+/* How many client connections are open in the server (an ACCEPT executed,
+ * its CLOSE not yet).  Role thread. */
+int replay_open_conns(struct replay *r);
+
 /* How many turns the server has taken (or replay skipped) so far: moves
  * while the server works through what it was sent. */
 uint64_t replay_turns_taken(struct replay *r);

@@ -180,6 +180,17 @@ void node_snapshot_poll(struct node *n)
 		return;
 	}
 	n->snap_hold_ns = 0;
+	n->snap_open_conns = 0;
+	if (n->cfg.snapshot_connections == SNAPSHOT_CONNECTIONS_NONE) {
+		int open = replay_open_conns(n->replay);
+
+		if (open) {
+			n->snap_open_conns = open;
+			n->snap_cap_idx = n->exec_idx - 1;
+			set_snap_state(n, SNAP_FAILED);
+			return;
+		}
+	}
 	n->snap_cap_idx = n->exec_idx - 1;
 	n->snap_cap_pos = n->exec_pos;
 	n->snap_cap_view = n->exec_view;
@@ -347,7 +358,12 @@ static int wait_committed(struct node *n, uint64_t idx)
 	return 1;
 }
 
-/* Takes one snapshot of this node.  0, or -1 (logged with WHY). */
+/* take()'s answer when the moment did not suit (snapshot_connections =
+ * none and clients were connected): another entry may, soon. */
+#define SNAP_TRY_SOON (-2)
+#define TRY_SOON_NS (100 * 1000000ULL)
+
+/* Takes one snapshot of this node.  0, or -1 or SNAP_TRY_SOON (with WHY). */
 static int take(struct node *n, char *why, size_t whylen)
 {
 	int leader = node_role(n) == ROLE_LEADER;
@@ -372,9 +388,19 @@ static int take(struct node *n, char *why, size_t whylen)
 			sleep_ns(1000000);
 		}
 	} else {
+		n->snap_open_conns = 0;	/* the role thread's answer, before it holds */
 		set_snap_state(n, SNAP_HOLD);
 		n->ops->ring(n->tp, n->self);
 		s = wait_state(n, SNAP_HOLD, HOLD_WAIT_NS);
+		if (s != SNAP_HELD && n->snap_open_conns) {
+			set_snap_state(n, SNAP_IDLE);
+			snprintf(why, whylen, "%d client connection%s open at entry %llu: a recovery "
+				 "point there would lose %s session (snapshot_connections = none)",
+				 n->snap_open_conns, n->snap_open_conns == 1 ? " was" : "s were",
+				 (unsigned long long)n->snap_cap_idx,
+				 n->snap_open_conns == 1 ? "its" : "their");
+			return SNAP_TRY_SOON;
+		}
 		if (s != SNAP_HELD) {
 			set_snap_state(n, SNAP_IDLE);
 			snprintf(why, whylen, "%s", s == SNAP_HOLD ? "the role thread did not hold"
@@ -525,7 +551,7 @@ static void load(struct node *n)
 static void *snap_main(void *arg)
 {
 	struct node *n = arg;
-	uint64_t last_ns = now_ns(), retry_ns = RETRY_MIN_NS, next_ns = 0;
+	uint64_t last_ns = now_ns(), retry_ns = RETRY_MIN_NS, next_ns = 0, quiet_said_ns = 0;
 	char why[256];
 	sigset_t all;
 
@@ -538,7 +564,19 @@ static void *snap_main(void *arg)
 		if (now_ns() < next_ns || !due(n, last_ns))
 			continue;
 		uint64_t t0 = now_ns();
-		if (take(n, why, sizeof(why))) {
+		int rc = take(n, why, sizeof(why));
+		if (rc == SNAP_TRY_SOON) {
+			/* A recovery point waits for an entry with no client
+			 * connected: look again soon, saying so now and then. */
+			set_error(n, why);
+			if (t0 - quiet_said_ns > RETRY_MAX_NS) {
+				pr_info("no snapshot yet: %s", why);
+				quiet_said_ns = t0;
+			}
+			next_ns = now_ns() + TRY_SOON_NS;
+			continue;
+		}
+		if (rc) {
 			/* For apus status: why this node has no newer recovery point. */
 			set_error(n, why);
 			if (!n->ctl->status.snap_failures++ || retry_ns >= RETRY_MAX_NS)
@@ -565,5 +603,23 @@ int node_snapshot_start(struct node *n)
 	if (pthread_create(&n->snap_thread, NULL, snap_main, n))
 		return -1;
 	n->snap_started = 1;
+	return 0;
+}
+
+int node_app_reset(struct node *n, char *err, size_t errlen)
+{
+	uint64_t t0 = now_ns();
+	int status;
+
+	if (!n->cfg.app_reset_cmd[0])
+		return 0;
+	status = run_cmd(n, n->cfg.app_reset_cmd, "app_reset_cmd");
+	if (status) {
+		snprintf(err, errlen, "app_reset_cmd exited with %d: the server's state is not the "
+			 "one the log starts from", status);
+		return -1;
+	}
+	pr_info("app_reset_cmd put back the server's initial state in %llu ms",
+		(unsigned long long)(now_ns() - t0) / 1000000);
 	return 0;
 }

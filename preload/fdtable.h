@@ -27,6 +27,7 @@ struct fd_slot {
 	struct replay_tap *tap;	/* FD_REPLAY */
 	struct out_hash out;	/* FD_CLIENT: what the server wrote to it so far */
 	int heard;		/* FD_CLIENT and FD_REPLAY: the server read input from it */
+	uint64_t room_wait_ns;	/* FD_CLIENT on a leader: its input waits for room since (0: not) */
 	/* FD_CLIENT and FD_REPLAY: */
 	int ep_set;		/* the epoll set watching it for input, plus 1 (0: none) */
 	uint32_t ep_events;	/* and what it registered there */

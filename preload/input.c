@@ -3,10 +3,13 @@
  * stream becomes the connection's CLOSE.  On a backup, reads on replay
  * connections tell replay what the server has consumed.  Errors and EAGAIN
  * pass through untouched. */
+#define LOG_PREFIX "shim: "
 #include <errno.h>
 #include <fcntl.h>
 
+#include "../coordinator/clock.h"
 #include "../coordinator/input_clock.h"
+#include "../coordinator/logger.h"
 #include "../coordinator/turns.h"
 #include "shim.h"
 
@@ -57,17 +60,47 @@ static size_t gate(int fd, struct fd_slot *s, size_t want, int flags)
 
 #define IOV_CAP 64
 #define ROOM_WAIT_US 1000
+/* snapshot_connections = none: how long a client's input may wait for room
+ * before its connection is ended (see room_for). */
+#define ROOM_RESET_NS (1000 * 1000000ULL)
 
 /* Leader: 0 (errno EAGAIN) when a client's input must stay in its socket
  * for now: the log has no room and the socket does not block (a blocking
  * reader waits for room in node_propose instead). */
 static int room_for(int fd, struct fd_slot *s)
 {
+	char byte;
+
 	if (s->kind != FD_CLIENT || !node_serving(shim_node) ||
-	    node_input_room(shim_node, ROOM_WAIT_US))
+	    node_input_room(shim_node, ROOM_WAIT_US)) {
+		s->room_wait_ns = 0;
 		return 1;
+	}
 	if (!(fcntl(fd, F_GETFL) & O_NONBLOCK))
 		return 1;
+	/* A client that left: its end of stream needs no room (its CLOSE
+	 * has the headroom), and the server must see it, or a session
+	 * waiting for the log would hold it full for ever (a recovery point
+	 * that waits for no connection: snapshot_connections = none). */
+	if (real.recvfrom(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) == 0)
+		return 1;
+	/* There the log frees only once no client is connected: a client
+	 * whose input waits ends its session (nothing of it was logged, so
+	 * nothing it was told is lost), and the server closes it. */
+	if (node_config(shim_node)->snapshot_connections == SNAPSHOT_CONNECTIONS_NONE) {
+		uint64_t now = now_ns();
+
+		if (!s->room_wait_ns) {
+			s->room_wait_ns = now;
+		} else if (now - s->room_wait_ns > ROOM_RESET_NS) {
+			pr_warn("connection %d: its input waited %llu ms for room in a full log that "
+				"frees only with no client connected (snapshot_connections = none): "
+				"ending it", fd, (unsigned long long)(now - s->room_wait_ns) / 1000000);
+			s->room_wait_ns = 0;
+			errno = ECONNRESET;
+			return 0;
+		}
+	}
 	errno = EAGAIN;
 	return 0;
 }

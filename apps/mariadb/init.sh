@@ -8,8 +8,10 @@
 # user 'sbtest'@'%' with an EMPTY password (the MySQL handshake carries a
 # random scramble, different on every replica: only an empty password
 # authenticates the same way whatever the scramble), stops it, and copies
-# it to <data_dir>/db of every [node N] of C.  Replicas must start from
-# byte-identical state: the log replays only what clients sent.
+# it to <data_dir>/db of every [node N] of C, and to <data_dir>/db.template,
+# which reset.sh (app_reset_cmd) puts back in every fresh start of the
+# server.  Replicas must start from byte-identical state: the log replays
+# only what clients sent.
 #
 # Refuses (exit 1) when a node's <data_dir>/db exists, unless --force,
 # which wipes each node's data_dir first (its apus files included: the log
@@ -89,5 +91,7 @@ for d in "${dirs[@]}"; do
 	mkdir -p "$d"
 	chmod 700 "$d"
 	cp -a "$tmpl/db" "$d/db"
+	# What reset.sh (app_reset_cmd) puts back in every fresh start.
+	cp -a "$tmpl/db" "$d/db.template"
 	echo "init.sh: $d/db ready"
 done

@@ -140,6 +140,16 @@ function expect_conf_error() {
 	[[ "$output" == *"snapshot_load_cmd needs snapshot_cmd"* ]] || fail "unclear error: $output"
 }
 
+@test "bad snapshot_connections value, and none with a leader that snapshots, are refused" {
+	sed -i '3i snapshot_connections = few' "$BAD"
+	expect_conf_error 3 "snapshot_connections.*few"
+	sed -i -e '3d' -e '/^snapshot_leader/d' "$BAD"
+	sed -i '3i snapshot_connections = none' "$BAD"
+	run timeout 30 "$APUS" status --config "$BAD" 3>&-
+	[ "$status" -ne 0 ] || fail "apus status accepted snapshot_connections = none with snapshot_leader on: $output"
+	[[ "$output" == *"snapshot_connections = none needs snapshot_leader = off"* ]] || fail "unclear error: $output"
+}
+
 @test "a config that does not exist is named" {
 	run timeout 30 "$APUS" start --config "$DIR/nope.conf" 3>&-
 	[ "$status" -ne 0 ] || fail "apus start accepted a missing config"

@@ -176,3 +176,103 @@ setup() {
 	echo "$output"
 	wait_checksums_equal 60 --up
 }
+
+# The shipped configuration with its port and data moved to PORTBASE and
+# DIR, and a log of LOG_SIZE: guard on, app_reset_cmd, backups' dumps at
+# entries with no client connected.
+shipped_conf() {
+	local dir=$1 portbase=$2 log_size=$3
+	sed -e "s#/tmp/apus-mariadb#$dir#" -e "s/^cluster .*/cluster = test$portbase/" \
+		-e "s/= 330\([789]\)/= $((portbase / 100))\1/" -e "s/^log_size .*/log_size = $log_size/" \
+		-e "s#{config_dir}#$MARIADB_APP#g" "$MARIADB_APP/cluster-shm.conf" >"$dir/apus.conf"
+	echo "$dir/apus.conf"
+}
+
+# mdb_serving_all - a leader answers over TCP, and every node is a
+# recoverable member again (the old leader rebuilt by its guard, too).
+mdb_serving_all() {
+	local j n port
+	port=$(leader_port) || return 1
+	timeout 5 mariadb --no-defaults --connect-timeout=2 -h 127.0.0.1 -P "$port" -u sbtest sbtest \
+		-e 'SELECT 1' >/dev/null 2>&1 || return 1
+	all_backups >/dev/null 2>&1 || return 1
+	j=$(status_json) || return 1
+	for n in $(conf_nodes "$CONF"); do
+		[ "$(status_node "$j" "$n" recoverable)" = true ] || return 1
+	done
+}
+
+# mdb_audit_all LOG:TABLE... - every acknowledged insert of each audit log
+# (into TABLE) on every node, and equal CHECKSUM TABLE on all three.
+mdb_audit_all() {
+	local lt
+	for lt in "$@"; do
+		APUS_BIN="$APUS" "$MARIADB_APP/audit.sh" check --config "$CONF" --log "${lt%:*}" \
+			--table "${lt##*:}" || return 1
+	done
+	"$MARIADB_APP/checksum.sh" --config "$CONF"
+}
+
+# mdb_fill COUNT - COUNT inserts of 50 kB each, a connection each: log bytes.
+mdb_fill() {
+	local i big port
+	printf -v big '%*s' 50000 ''
+	big=${big// /x}
+	port=$(leader_port) || return 1
+	mariadb --no-defaults -h 127.0.0.1 -P "$port" -u sbtest sbtest \
+		-e "CREATE TABLE IF NOT EXISTS filler (id INT PRIMARY KEY, v LONGTEXT)" || return 1
+	for ((i = 1; i <= $1; i++)); do
+		mariadb --no-defaults -h 127.0.0.1 -P "$port" -u sbtest sbtest \
+			-e "REPLACE INTO filler VALUES ($i, '$big')" || return 1
+	done
+}
+
+@test "mariadb as shipped (guard on, app_reset_cmd, backups' dumps where no client is connected, a 1 MB log that wraps): kill -9 of all, stop and start of all: every acknowledged insert on every replica" {
+	# The shared cluster's last test left it; this one has its own.
+	stop_cluster "$CONF"
+	kill_mariadb_leftovers "$CONF"
+	CONF=$(shipped_conf "$(test_dir shipped20120)" 20120 1M)
+	kill_mariadb_leftovers "$CONF"
+	"$MARIADB_APP/init.sh" --config "$CONF" --force >/dev/null
+	start_cluster "$CONF"
+	local one="$BATS_TEST_TMPDIR/one.log" two="$BATS_TEST_TMPDIR/two.log" j n port t0=$SECONDS
+	APUS_BIN="$APUS" timeout 300 "$MARIADB_APP/audit.sh" write --config "$CONF" --log "$one" --count 100 >/dev/null
+	[ "$(grep -c '^ok' "$one")" -eq 100 ] || fail "only $(grep -c '^ok' "$one") of 100 inserts acknowledged"
+	# ~2 MB of inserts: the 1 MB log wraps; only recovery points keep the audit.
+	mdb_fill 40 || fail "the filler inserts failed"
+	j=$(status_json)
+	[ "$(status_node "$j" "$(leader_id)" log_pos)" -gt $((1 << 20)) ] || fail "the log did not wrap: $j"
+	for n in $(backups); do
+		retry 50 0.2 eval '[ "$(status_node "$(status_json)" '"$n"' recovery_point)" = snapshot ]' ||
+			fail "backup $n has no recovery point: $(status_json)"
+	done
+	# A session that outlives the log's room (sysbench's connections stay
+	# open) is ended, not waited for: the log frees and writes go on.
+	port=$(leader_port)
+	timeout 60 sysbench oltp_read_write --mysql-host=127.0.0.1 --mysql-port="$port" --mysql-user=sbtest \
+		--mysql-password= --mysql-db=sbtest --tables=1 --table-size=500 prepare >/dev/null 2>&1 || true
+	timeout 60 sysbench oltp_read_write --mysql-host=127.0.0.1 --mysql-port="$port" --mysql-user=sbtest \
+		--mysql-password= --mysql-db=sbtest --tables=1 --table-size=500 --time=4 run >/dev/null 2>&1 || true
+	APUS_BIN="$APUS" timeout 300 "$MARIADB_APP/audit.sh" write --config "$CONF" --log "$two" --count 50 --table audit_two >/dev/null
+	[ "$(grep -c '^ok' "$two")" -eq 50 ] || fail "after sysbench, $(grep -c '^ok' "$two") of 50 inserts acknowledged: $(status_json)"
+
+	echo "# writes done after $((SECONDS - t0)) s" >&3
+	# kill -9 of every server: the guards bring them back.
+	for n in $(conf_nodes "$CONF"); do
+		kill -KILL "$(redis_pid "$n")" 2>/dev/null || true
+	done
+	t0=$SECONDS
+	retry 600 0.1 mdb_serving_all || fail "not every node is back after kill -9 of all: $(status_json); $(show_logs "$CONF" 15)"
+	echo "# kill -9 of all: every node back after $((SECONDS - t0)) s" >&3
+	retry 30 1 mdb_audit_all "$one:audit" "$two:audit_two" || fail "after kill -9 of all: $(mdb_audit_all "$one:audit" "$two:audit_two" 2>&1)"
+
+	# apus stop and start of all.
+	run timeout 60 "$APUS" stop --config "$CONF" 3>&-
+	assert_eq "$status" 0 "apus stop: $output"
+	run timeout 120 "$APUS" start --config "$CONF" 3>&-
+	assert_eq "$status" 0 "apus start: $output"
+	retry 600 0.1 mdb_serving_all || fail "not every node is back after start: $(status_json); $(show_logs "$CONF" 15)"
+	retry 30 1 mdb_audit_all "$one:audit" "$two:audit_two" || fail "after stop/start: $(mdb_audit_all "$one:audit" "$two:audit_two" 2>&1)"
+	stop_cluster "$CONF"
+	kill_mariadb_leftovers "$CONF"
+}
