@@ -115,6 +115,20 @@ class Conn:
             found[parts[1]] = item + (int(parts[4]),) if cas else item
 
 
+GET_BATCH = 100  # keys per get request of get_each
+
+
+def get_each(c, keys, cas=False):
+    """(key, item) for each present key of KEYS, in their order, read with
+    get (gets with CAS) requests of GET_BATCH keys; item as get_multi's."""
+    for b in range(0, len(keys), GET_BATCH):
+        batch = keys[b:b + GET_BATCH]
+        found = c.get_multi(batch, cas=cas)
+        for k in batch:
+            if k in found:
+                yield k, found[k]
+
+
 def metadump(c):
     """[(key, exptime)] of every item the server holds, from `lru_crawler
     metadump all` (exptime: absolute Unix time, -1 for none).  Its lines

@@ -464,7 +464,7 @@ function mc_write() {
 	[ "$(grep -c '^set ' "$1")" -gt $(($3 / 2)) ] || fail "only $(grep -c '^set ' "$1") of $3 sets acknowledged"
 }
 
-@test "memcached as shipped (guard on, backups' snapshots, a 1 MB log that wraps): kill -9 of all, stop and start of all, a deleted data directory: every acknowledged write on every replica" {
+@test "memcached as shipped (guard on, backups' snapshots, a 1 MB log that wraps): kill -9 of all, stop and start of all, kill -9 of all again, a deleted data directory: every acknowledged write on every replica" {
 	OWN_CONF=$(APUS_TEST_GUARD=on mc_conf "$(test_dir own20400)" 20400 1M)
 	# CRIU images too (where CRIU works), taken often: the newest of an
 	# image and a snapshot is the one a restart uses.
@@ -506,6 +506,17 @@ function mc_write() {
 	retry 600 0.1 mc_serving_all || fail "not every node is back after start: $(status_json); $(show_logs "$CONF" 15)"
 	retry 20 1 mc_audit_all "$one" one || fail "after stop/start: $(mc_audit_all "$one" one)"
 	retry 20 1 mc_audit_all "$two" two || fail "after stop/start: $(mc_audit_all "$two" two)"
+
+	# kill -9 of every server again, now that another node may lead: a
+	# leader serves (its log says so) and nothing acknowledged is lost.
+	for n in $(conf_nodes "$CONF"); do
+		kill -KILL "$(redis_pid "$n")" 2>/dev/null || true
+	done
+	retry 600 0.1 mc_serving_all || fail "not every node is back after the second kill -9 of all: $(status_json); $(show_logs "$CONF" 15)"
+	grep -q "serving clients as leader of view" "$(data_dir "$(leader_id)")/apus.log" ||
+		fail "the leader's log never says it serves clients"
+	retry 20 1 mc_audit_all "$one" one || fail "after the second kill -9: $(mc_audit_all "$one" one)"
+	retry 20 1 mc_audit_all "$two" two || fail "after the second kill -9: $(mc_audit_all "$two" two)"
 
 	# A backup whose data directory is gone is rebuilt from a peer.
 	victim=$(backups | head -n 1)
