@@ -530,3 +530,55 @@ function mc_write() {
 	retry 20 1 mc_audit_all "$two" two || fail "after the rebuild: $(mc_audit_all "$two" two)"
 	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --all
 }
+
+# mc_orphans CONF - pids of `sleep 617` processes started for CONF's nodes
+# (the snapshot_load_cmd of the test below).
+function mc_orphans() {
+	local p
+	for p in $(pgrep -x sleep); do
+		[ "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" = "sleep 617 " ] || continue
+		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF "APUS_CONFIG=$1" && echo "$p"
+	done
+	return 0
+}
+
+# A node's snapshot_cmd and snapshot_load_cmd run in sessions of their own,
+# so a kill -9 of the server leaves them running.  One left running acted
+# on the node's next server: memcached's snapshot.py dumped that server,
+# still empty, over the file it was about to load, and the node lost every
+# write before its recovery point (the test above, now and then, after
+# apus stop and start).  Whatever brings a node back ends them first.
+@test "a snapshot_load_cmd whose server was killed is ended before the node's next server starts" {
+	OWN_CONF=$(mc_conf "$(test_dir own20500)" 20500)
+	CONF=$OWN_CONF
+	MC_PORTBASE=20500
+	mc_kill_leftovers "$CONF"
+	start_cluster "$CONF"
+	local log="$BATS_TEST_TMPDIR/w.log" b load left
+	mc_write "$log" w 300
+	b=$(all_backups | head -n 1)
+	# A recovery point for b, then b starts from it with a load that
+	# never ends, and its server is killed under it.
+	touch "$(data_dir "$b")/apus.snapshot.request"
+	retry 100 0.1 test -f "$(data_dir "$b")/apus.seed" || fail "node $b took no snapshot"
+	run timeout 60 "$APUS" stop --config "$CONF" --node "$b" 3>&-
+	assert_eq "$status" 0 "apus stop --node $b: $output"
+	load=$(grep '^snapshot_load_cmd = ' "$CONF")
+	sed -i 's|^snapshot_load_cmd = .*|snapshot_load_cmd = exec sleep 617|' "$CONF"
+	run timeout 120 "$APUS" start --config "$CONF" --node "$b" 3>&-
+	assert_eq "$status" 0 "apus start --node $b: $output"
+	retry 100 0.1 eval '[ -n "$(mc_orphans "$CONF")" ]' || fail "node $b's snapshot_load_cmd did not start"
+	kill -KILL "$(redis_pid "$b")"
+	retry 100 0.1 eval '! kill -0 "$(redis_pid "$b")" 2>/dev/null' || fail "node $b's server outlived SIGKILL"
+	[ -n "$(mc_orphans "$CONF")" ] || fail "the load command ended with its server: nothing to test"
+	# Back with the real load: the command its dead server left is gone
+	# before the new server starts, and b holds every acknowledged write.
+	sed -i "s|^snapshot_load_cmd = .*|$load|" "$CONF"
+	run timeout 120 "$APUS" start --config "$CONF" --node "$b" 3>&-
+	left=$(mc_orphans "$CONF")
+	# shellcheck disable=SC2086 # one pid a word
+	[ -z "$left" ] || kill -KILL $left
+	assert_eq "$status" 0 "apus start --node $b: $output"
+	[ -z "$left" ] || fail "apus start left node $b's old snapshot_load_cmd running (pids $left)"
+	retry 20 1 mc_audit_all "$log" w || fail "node $b after its restart: $(mc_audit_all "$log" w)"
+}
