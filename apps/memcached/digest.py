@@ -11,7 +11,7 @@ every present key, in the order of the keys' names (bytes), so that both
 ways of naming the keys below give the same digest of the same data.  The key space is the workload's
 (workload.py): <prefix>:0 .. <prefix>:K-1 (--keys, default 1000, --prefix,
 default "key"), plus every --key NAME; or, with --all, every key the
-server holds (listed with `lru_crawler metadump all`, then read with get),
+server holds (listed with `lru_crawler metadump hash`, then read with get),
 whatever its name.
 
 Read a replica over its admin port (a listener that is not the app_port:

@@ -8,7 +8,7 @@ memcached has no dump command and no fork, so this reads the server item by
 item: the state it reads is one log entry's only because apus holds the
 replica's execution while it runs, which it does on a backup alone (hence
 `snapshot_leader = off` in apps/memcached/cluster-*.conf: the leader takes
-no snapshots).  Items are listed with `lru_crawler metadump all` and read
+no snapshots).  Items are listed with `lru_crawler metadump hash` and read
 with get; an item listed but gone by its get (expired) is left out.
 
 FILE holds one memcached `set` request per item, sorted by key:
