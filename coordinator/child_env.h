@@ -10,6 +10,18 @@
 
 #include <stddef.h>
 
+/* Set, to the node's id, in the environment of the commands a node runs for
+ * its recovery points (snapshot_cmd, snapshot_load_cmd), beside
+ * APUS_CONFIG: they run in a session of their own, so when their server
+ * dies (kill -9, apus stop) nothing else ties them to the node, and one
+ * left running would act on the node's next server (a snapshot.py that
+ * connects to the fresh, still empty server and renames its empty dump
+ * over the file that server is about to load; a load.py that loads an old
+ * file into a server that already executes the log).  apus stop and
+ * whatever brings the node back find them by it and end them
+ * (guard/owner.h, node_processes). */
+#define CHILD_ENV_NODE "APUS_SNAPSHOT_NODE"
+
 /* Copies environ, less the variables that would make a child a replica
  * (LD_PRELOAD, APUS_NODE).  Only the first call copies; 0 or -1 (ENOMEM). */
 int child_env_capture(void);

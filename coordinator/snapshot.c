@@ -277,11 +277,16 @@ static int wait_state(struct node *n, int from, uint64_t max_ns)
  * through a pipe: whoever reaps the outer sh, we learn it. */
 static int run_cmd(struct node *n, const char *cmd_t, const char *what)
 {
-	char cmd[8192], *env[1024], line[16] = "";
+	char cmd[8192], *env[1024], line[16] = "", config[PATH_MAX + 16], node[48];
+	char *extra[] = { config, node, NULL };
 	int pfd[2], status = -1;
 	posix_spawn_file_actions_t fa;
 	pid_t pid;
 
+	/* Names the node, for those that end the command if our server dies
+	 * before it ends (child_env.h). */
+	snprintf(config, sizeof(config), "APUS_CONFIG=%s", n->cfg.path);
+	snprintf(node, sizeof(node), CHILD_ENV_NODE "=%d", n->self);
 	if (config_expand(&n->cfg, n->self, cmd_t, cmd, sizeof(cmd))) {
 		pr_err("%s is too long once expanded", what);
 		return -1;
@@ -298,11 +303,13 @@ static int run_cmd(struct node *n, const char *cmd_t, const char *what)
 	 * ends the command's whole tree, not only the outer sh; and what is
 	 * left of it after the server died does not keep the server's
 	 * session id, its pid, taken (a CRIU restore of the server needs
-	 * that pid back: "Can't fork for PID: File exists"). */
+	 * that pid back: "Can't fork for PID: File exists").  What is left
+	 * of it then is found by its environment instead (CHILD_ENV_NODE)
+	 * and ended before the node's next server starts. */
 	posix_spawnattr_t attr;
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
-	int rc = child_env_build(env, sizeof(env) / sizeof(env[0]), NULL) < 0 ? E2BIG :
+	int rc = child_env_build(env, sizeof(env) / sizeof(env[0]), extra) < 0 ? E2BIG :
 		 posix_spawnp(&pid, "sh", &fa, &attr, argv, env);
 	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
@@ -511,9 +518,24 @@ static uint64_t next_retry(uint64_t retry_ns)
 	return retry_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : retry_ns * 2;
 }
 
+/* The identity of snapshot_file into *ST: 0, or -1. */
+static int snapshot_file_id(struct node *n, struct stat *st)
+{
+	char path[PATH_MAX];
+
+	return config_node_path(&n->cfg, n->self, n->cfg.snapshot_file, path, sizeof(path)) ||
+			       stat(path, st) < 0
+		       ? -1
+		       : 0;
+}
+
 /* Puts the recovery point the node started from into its server
  * (snapshot_load_cmd), once the server listens; execution waits until it
- * succeeded, retried with back-off while it fails. */
+ * succeeded, retried with back-off while it fails.  The command reads
+ * snapshot_file, which anyone's snapshot_cmd may rename a file over (one
+ * our previous server left running: child_env.h): each try puts the
+ * recovery point's there first, and a try counts only if the file is
+ * still that one once the command ended. */
 static void load(struct node *n)
 {
 	uint64_t retry_ns = RETRY_MIN_NS, idx = __atomic_load_n(&n->snap_idx, __ATOMIC_ACQUIRE);
@@ -525,8 +547,14 @@ static void load(struct node *n)
 			continue;
 		}
 		uint64_t t0 = now_ns();
-		int status = run_cmd(n, n->cfg.snapshot_load_cmd, "snapshot_load_cmd");
-		if (!status) {
+		struct stat before, after;
+		int status = recovery_install(&n->cfg, n->self, 1) || snapshot_file_id(n, &before)
+				     ? -1
+				     : run_cmd(n, n->cfg.snapshot_load_cmd, "snapshot_load_cmd");
+		int replaced = !status && (snapshot_file_id(n, &after) ||
+					   after.st_ino != before.st_ino ||
+					   after.st_dev != before.st_dev);
+		if (!status && !replaced) {
 			pr_info("snapshot_load_cmd put the recovery point (entry %llu) into the server "
 				"in %llu ms: executing from entry %llu on",
 				(unsigned long long)idx, (unsigned long long)(now_ns() - t0) / 1000000,
@@ -535,9 +563,14 @@ static void load(struct node *n)
 			__atomic_store_n(&n->snap_loading, 0, __ATOMIC_RELEASE);
 			return;
 		}
-		snprintf(why, sizeof(why), "snapshot_load_cmd exited with %d: the server does not "
-			 "hold its recovery point (entry %llu) yet, so it executes nothing", status,
-			 (unsigned long long)idx);
+		if (replaced)
+			snprintf(why, sizeof(why), "snapshot_file was replaced while snapshot_load_cmd "
+				 "read it: the server may not hold its recovery point (entry %llu), so "
+				 "it executes nothing", (unsigned long long)idx);
+		else
+			snprintf(why, sizeof(why), "snapshot_load_cmd exited with %d: the server does "
+				 "not hold its recovery point (entry %llu) yet, so it executes nothing",
+				 status, (unsigned long long)idx);
 		set_error(n, why);
 		__atomic_add_fetch(&n->snap_load_failures, 1, __ATOMIC_ACQ_REL);
 		pr_warn("%s; trying again in %llu s", why,

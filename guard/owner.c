@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../coordinator/child_env.h"
 #include "cli.h"
 
 static void read_holder(int fd, char *out, size_t len)
@@ -194,8 +195,11 @@ static int env_has(const char *env, size_t n, const char *want)
 
 /* Whether PID's environment names the node: what cli_spawn_node ran, and
  * its children, unless the server wrote over its environment (Redis does,
- * for its process title: the server lock finds those). */
-static int env_names_node(pid_t pid, const char *want_config, const char *want_node)
+ * for its process title: the server lock finds those); and the recovery
+ * point commands the node ran (CHILD_ENV_NODE), which live in sessions of
+ * their own and would outlive a killed server. */
+static int env_names_node(pid_t pid, const char *want_config, const char *want_node,
+			  const char *want_cmd)
 {
 	static char env[64 << 10];
 	char path[64];
@@ -210,12 +214,13 @@ static int env_names_node(pid_t pid, const char *want_config, const char *want_n
 	while (n < sizeof(env) && (k = read(fd, env + n, sizeof(env) - n)) > 0)
 		n += (size_t)k;
 	close(fd);
-	return env_has(env, n, want_config) && env_has(env, n, want_node);
+	return env_has(env, n, want_config) &&
+	       (env_has(env, n, want_node) || env_has(env, n, want_cmd));
 }
 
 int node_processes(const struct apus_config *cfg, int node, pid_t *out, int max)
 {
-	char want_config[PATH_MAX + 16], want_node[32];
+	char want_config[PATH_MAX + 16], want_node[32], want_cmd[48];
 	struct stat id;
 	struct dirent *d;
 	DIR *proc = opendir("/proc");
@@ -225,13 +230,15 @@ int node_processes(const struct apus_config *cfg, int node, pid_t *out, int max)
 		return 0;
 	snprintf(want_config, sizeof(want_config), "APUS_CONFIG=%s", cfg->path);
 	snprintf(want_node, sizeof(want_node), "APUS_NODE=%d", node);
+	snprintf(want_cmd, sizeof(want_cmd), CHILD_ENV_NODE "=%d", node);
 	while ((d = readdir(proc))) {
 		if (!isdigit((unsigned char)d->d_name[0]))
 			continue;
 		pid_t pid = (pid_t)atoi(d->d_name);
 		if (pid == getpid() || !cli_pid_alive(pid))
 			continue;
-		if (!(have_id && has_open(pid, &id)) && !env_names_node(pid, want_config, want_node))
+		if (!(have_id && has_open(pid, &id)) &&
+		    !env_names_node(pid, want_config, want_node, want_cmd))
 			continue;
 		if (count < max)
 			out[count] = pid;

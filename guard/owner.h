@@ -9,7 +9,9 @@
  * process, whoever restored it).  A node's processes are those that have
  * that file open (the server and what it forked) or whose environment
  * names the node (APUS_CONFIG and APUS_NODE, set by cli_spawn_node: what
- * it ran and its children, for servers that keep their environment). */
+ * it ran and its children, for servers that keep their environment; or
+ * APUS_CONFIG and CHILD_ENV_NODE, set by the node for its snapshot_cmd and
+ * snapshot_load_cmd: coordinator/child_env.h). */
 #ifndef APUS_OWNER_H
 #define APUS_OWNER_H
 
@@ -42,7 +44,10 @@ int node_processes(const struct apus_config *cfg, int node, pid_t *out, int max)
  * restores it: SIGKILL to each of the node's processes, then waits up to
  * WAIT_MS for them to be gone.  Such a leftover is a snapshot child (Redis's
  * BGSAVE child renames its file over the one the next server loads: that
- * server would start from a state no log entry names) or a process that
+ * server would start from a state no log entry names), a snapshot_cmd or
+ * snapshot_load_cmd the dead server ran (memcached's snapshot.py would
+ * dump the next server, still empty, over the file it loads; load.py would
+ * load an old file into it once it executes the log), or a process that
  * keeps the dead server's pid taken as its session id (a CRIU restore needs
  * that pid back).  They are the node's processes (above) and the members
  * of the session of the server its pid file names, once that one is dead,

@@ -11,7 +11,7 @@ every present key, in the order of the keys' names (bytes), so that both
 ways of naming the keys below give the same digest of the same data.  The key space is the workload's
 (workload.py): <prefix>:0 .. <prefix>:K-1 (--keys, default 1000, --prefix,
 default "key"), plus every --key NAME; or, with --all, every key the
-server holds (listed with `lru_crawler metadump all`, then read with get),
+server holds (listed with `lru_crawler metadump hash`, then read with get),
 whatever its name.
 
 Read a replica over its admin port (a listener that is not the app_port:
@@ -28,9 +28,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workload import Conn, key_name, metadump  # noqa: E402  (the shared key naming)
-
-BATCH = 100  # keys per get request
+from workload import Conn, get_each, key_name, metadump  # noqa: E402  (the shared key naming)
 
 
 def main():
@@ -52,18 +50,14 @@ def main():
             names = sorted(set([key_name(args.prefix, i) for i in range(args.keys)] + args.key))
         h = hashlib.sha256()
         present = 0
-        for b in range(0, len(names), BATCH):
-            batch = names[b:b + BATCH]
-            found = c.get_multi(batch, cas=args.cas)
-            for k in batch:
-                if k in found:
-                    flags, val = found[k][:2]
-                    h.update(b"%s %s %d\n" % (k.encode(), val, flags))
-                    if args.cas:
-                        h.update(b"cas %d\n" % found[k][2])
-                    if args.dump:
-                        print("%s %d %s" % (k, flags, val.decode("latin-1")))
-                    present += 1
+        for k, item in get_each(c, names, cas=args.cas):
+            flags, val = item[:2]
+            h.update(b"%s %s %d\n" % (k.encode(), val, flags))
+            if args.cas:
+                h.update(b"cas %d\n" % item[2])
+            if args.dump:
+                print("%s %d %s" % (k, flags, val.decode("latin-1")))
+            present += 1
         c.close()
     except Exception as e:  # noqa: BLE001 - any failure means no digest
         print("digest.py: %s:%d: %s" % (args.host, args.port, e), file=sys.stderr)

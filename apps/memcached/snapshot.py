@@ -8,7 +8,7 @@ memcached has no dump command and no fork, so this reads the server item by
 item: the state it reads is one log entry's only because apus holds the
 replica's execution while it runs, which it does on a backup alone (hence
 `snapshot_leader = off` in apps/memcached/cluster-*.conf: the leader takes
-no snapshots).  Items are listed with `lru_crawler metadump all` and read
+no snapshots).  Items are listed with `lru_crawler metadump hash` and read
 with get; an item listed but gone by its get (expired) is left out.
 
 FILE holds one memcached `set` request per item, sorted by key:
@@ -27,9 +27,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workload import Conn, metadump  # noqa: E402
-
-BATCH = 100  # keys per get request
+from workload import Conn, get_each, metadump  # noqa: E402
 
 
 def main():
@@ -42,19 +40,13 @@ def main():
     items = size = 0
     try:
         c = Conn(args.host, args.port, timeout=30)
-        listed = sorted(set(metadump(c)))
+        expiry = dict(metadump(c))
         with open(tmp, "wb") as f:
-            for b in range(0, len(listed), BATCH):
-                batch = listed[b:b + BATCH]
-                found = c.get_multi([key for key, _ in batch])
-                for key, exp in batch:
-                    if key not in found:
-                        continue
-                    flags, value = found[key]
-                    f.write(b"set %s %d %d %d\r\n%s\r\n" % (
-                        key.encode("latin-1"), flags, max(exp, 0), len(value), value))
-                    items += 1
-                    size += len(value)
+            for key, (flags, value) in get_each(c, sorted(expiry)):
+                f.write(b"set %s %d %d %d\r\n%s\r\n" % (
+                    key.encode("latin-1"), flags, max(expiry[key], 0), len(value), value))
+                items += 1
+                size += len(value)
             f.flush()
             os.fsync(f.fileno())
         c.close()

@@ -464,7 +464,7 @@ function mc_write() {
 	[ "$(grep -c '^set ' "$1")" -gt $(($3 / 2)) ] || fail "only $(grep -c '^set ' "$1") of $3 sets acknowledged"
 }
 
-@test "memcached as shipped (guard on, backups' snapshots, a 1 MB log that wraps): kill -9 of all, stop and start of all, a deleted data directory: every acknowledged write on every replica" {
+@test "memcached as shipped (guard on, backups' snapshots, a 1 MB log that wraps): kill -9 of all, stop and start of all, kill -9 of all again, a deleted data directory: every acknowledged write on every replica" {
 	OWN_CONF=$(APUS_TEST_GUARD=on mc_conf "$(test_dir own20400)" 20400 1M)
 	# CRIU images too (where CRIU works), taken often: the newest of an
 	# image and a snapshot is the one a restart uses.
@@ -507,6 +507,17 @@ function mc_write() {
 	retry 20 1 mc_audit_all "$one" one || fail "after stop/start: $(mc_audit_all "$one" one)"
 	retry 20 1 mc_audit_all "$two" two || fail "after stop/start: $(mc_audit_all "$two" two)"
 
+	# kill -9 of every server again, now that another node may lead: a
+	# leader serves (its log says so) and nothing acknowledged is lost.
+	for n in $(conf_nodes "$CONF"); do
+		kill -KILL "$(redis_pid "$n")" 2>/dev/null || true
+	done
+	retry 600 0.1 mc_serving_all || fail "not every node is back after the second kill -9 of all: $(status_json); $(show_logs "$CONF" 15)"
+	grep -q "serving clients as leader of view" "$(data_dir "$(leader_id)")/apus.log" ||
+		fail "the leader's log never says it serves clients"
+	retry 20 1 mc_audit_all "$one" one || fail "after the second kill -9: $(mc_audit_all "$one" one)"
+	retry 20 1 mc_audit_all "$two" two || fail "after the second kill -9: $(mc_audit_all "$two" two)"
+
 	# A backup whose data directory is gone is rebuilt from a peer.
 	victim=$(backups | head -n 1)
 	run timeout 60 "$APUS" stop --config "$CONF" --node "$victim" 3>&-
@@ -518,4 +529,56 @@ function mc_write() {
 	retry 20 1 mc_audit_all "$one" one || fail "after the rebuild: $(mc_audit_all "$one" one)"
 	retry 20 1 mc_audit_all "$two" two || fail "after the rebuild: $(mc_audit_all "$two" two)"
 	wait_mc_digests_equal "$(conf_nodes "$CONF")" 30 --all
+}
+
+# mc_orphans CONF - pids of `sleep 617` processes started for CONF's nodes
+# (the snapshot_load_cmd of the test below).
+function mc_orphans() {
+	local p
+	for p in $(pgrep -x sleep); do
+		[ "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" = "sleep 617 " ] || continue
+		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF "APUS_CONFIG=$1" && echo "$p"
+	done
+	return 0
+}
+
+# A node's snapshot_cmd and snapshot_load_cmd run in sessions of their own,
+# so a kill -9 of the server leaves them running.  One left running acted
+# on the node's next server: memcached's snapshot.py dumped that server,
+# still empty, over the file it was about to load, and the node lost every
+# write before its recovery point (the test above, now and then, after
+# apus stop and start).  Whatever brings a node back ends them first.
+@test "a snapshot_load_cmd whose server was killed is ended before the node's next server starts" {
+	OWN_CONF=$(mc_conf "$(test_dir own20500)" 20500)
+	CONF=$OWN_CONF
+	MC_PORTBASE=20500
+	mc_kill_leftovers "$CONF"
+	start_cluster "$CONF"
+	local log="$BATS_TEST_TMPDIR/w.log" b load left
+	mc_write "$log" w 300
+	b=$(all_backups | head -n 1)
+	# A recovery point for b, then b starts from it with a load that
+	# never ends, and its server is killed under it.
+	touch "$(data_dir "$b")/apus.snapshot.request"
+	retry 100 0.1 test -f "$(data_dir "$b")/apus.seed" || fail "node $b took no snapshot"
+	run timeout 60 "$APUS" stop --config "$CONF" --node "$b" 3>&-
+	assert_eq "$status" 0 "apus stop --node $b: $output"
+	load=$(grep '^snapshot_load_cmd = ' "$CONF")
+	sed -i 's|^snapshot_load_cmd = .*|snapshot_load_cmd = exec sleep 617|' "$CONF"
+	run timeout 120 "$APUS" start --config "$CONF" --node "$b" 3>&-
+	assert_eq "$status" 0 "apus start --node $b: $output"
+	retry 100 0.1 eval '[ -n "$(mc_orphans "$CONF")" ]' || fail "node $b's snapshot_load_cmd did not start"
+	kill -KILL "$(redis_pid "$b")"
+	retry 100 0.1 eval '! kill -0 "$(redis_pid "$b")" 2>/dev/null' || fail "node $b's server outlived SIGKILL"
+	[ -n "$(mc_orphans "$CONF")" ] || fail "the load command ended with its server: nothing to test"
+	# Back with the real load: the command its dead server left is gone
+	# before the new server starts, and b holds every acknowledged write.
+	sed -i "s|^snapshot_load_cmd = .*|$load|" "$CONF"
+	run timeout 120 "$APUS" start --config "$CONF" --node "$b" 3>&-
+	left=$(mc_orphans "$CONF")
+	# shellcheck disable=SC2086 # one pid a word
+	[ -z "$left" ] || kill -KILL $left
+	assert_eq "$status" 0 "apus start --node $b: $output"
+	[ -z "$left" ] || fail "apus start left node $b's old snapshot_load_cmd running (pids $left)"
+	retry 20 1 mc_audit_all "$log" w || fail "node $b after its restart: $(mc_audit_all "$log" w)"
 }
