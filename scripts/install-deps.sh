@@ -6,7 +6,8 @@
 # a port), systemd (install.bats: systemd-analyze verify; nothing is started),
 # and what the benchmark suite compares against or
 # draws with (etcd, gnuplot), apps/mariadb's server, client and sysbench, and
-# apps/memcached's memcached and libmemcached-tools (memcslap).
+# apps/memcached's memcached and libmemcached-tools (memcslap); psmisc's
+# fuser (tests/run.sh leaves the regions another run maps alone).
 # Idempotent: does nothing when all are present.
 set -euo pipefail
 
@@ -22,6 +23,7 @@ PKGS=(
 	etcd-server etcd-client gnuplot-nox
 	mariadb-server mariadb-client sysbench
 	memcached libmemcached-tools
+	psmisc
 )
 
 log() { echo "install-deps: $*"; }

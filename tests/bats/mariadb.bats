@@ -99,6 +99,15 @@ teardown_file() {
 	"$APUS_ROOT/scripts/drop-regions.sh" "$(dirname "$CONF")"
 }
 
+# A failed "mariadb as shipped" leaves its own cluster (and its guards,
+# which would bring it back): stopped here whatever the test did.
+teardown() {
+	local c
+	c=$(cat "$BATS_FILE_TMPDIR/shipped.conf.path" 2>/dev/null) && [ -f "$c" ] || return 0
+	stop_cluster "$c"
+	kill_mariadb_leftovers "$c"
+}
+
 setup() {
 	have_mariadb || skip "test requires mariadb-server, mariadb-client and sysbench (scripts/install-deps.sh)"
 }
@@ -232,6 +241,7 @@ mdb_fill() {
 	stop_cluster "$CONF"
 	kill_mariadb_leftovers "$CONF"
 	CONF=$(shipped_conf "$(test_dir shipped20120)" 20120 1M)
+	echo "$CONF" >"$BATS_FILE_TMPDIR/shipped.conf.path"
 	kill_mariadb_leftovers "$CONF"
 	"$MARIADB_APP/init.sh" --config "$CONF" --force >/dev/null
 	start_cluster "$CONF"
