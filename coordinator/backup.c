@@ -440,10 +440,9 @@ static int work_pending(struct backup *b)
 }
 
 /* A backup whose acks make the quorum, synced and spinning: watches the
- * next entry's header alone until it lands, for at most AWAIT_NS,
- * rather than going round the whole loop (transport
- * poll, snapshot and checkpoint polls, leader and election checks) between
- * two looks.  The leader's commit wait spins for as long as our ack takes,
+ * next entry's header alone until it lands, for at most AWAIT_NS, rather
+ * than going round the whole loop (transport poll, snapshot and checkpoint
+ * polls, leader and election checks) between two looks.  The leader's commit wait spins for as long as our ack takes,
  * on the server's thread: this is most of what a commit costs it.  The
  * loop's other duties wait AWAIT_NS at most; heartbeats are milliseconds. */
 #define AWAIT_NS 5000

@@ -180,18 +180,15 @@ void node_snapshot_poll(struct node *n)
 		return;
 	}
 	n->snap_hold_ns = 0;
-	n->snap_open_conns = 0;
-	if (n->cfg.snapshot_connections == SNAPSHOT_CONNECTIONS_NONE) {
-		int open = replay_open_conns(n->replay);
-
-		if (open) {
-			n->snap_open_conns = open;
-			n->snap_cap_idx = n->exec_idx - 1;
-			set_snap_state(n, SNAP_FAILED);
-			return;
-		}
-	}
 	n->snap_cap_idx = n->exec_idx - 1;
+	/* snapshot_connections = none: no point where a client is connected
+	 * (take() zeroed snap_open_conns before it asked). */
+	if (n->cfg.snapshot_connections == SNAPSHOT_CONNECTIONS_NONE)
+		n->snap_open_conns = replay_open_conns(n->replay);
+	if (n->snap_open_conns) {
+		set_snap_state(n, SNAP_FAILED);
+		return;
+	}
 	n->snap_cap_pos = n->exec_pos;
 	n->snap_cap_view = n->exec_view;
 	__atomic_store_n(&n->snap_forks, 0, __ATOMIC_RELAXED);
@@ -270,7 +267,8 @@ static int wait_state(struct node *n, int from, uint64_t max_ns)
 	return s;
 }
 
-/* Runs the command template CMD_T (snapshot_cmd or snapshot_load_cmd;
+/* Runs the command template CMD_T (snapshot_cmd, snapshot_load_cmd or
+ * app_reset_cmd;
  * sh -c, expanded) and returns its exit status, or -1.  The server reaps
  * children of its own (Redis waits for any pid while its BGSAVE child
  * runs), so the command runs under an outer sh that reports its status

@@ -73,7 +73,8 @@ static int room_for(int fd, struct fd_slot *s)
 
 	if (s->kind != FD_CLIENT || !node_serving(shim_node) ||
 	    node_input_room(shim_node, ROOM_WAIT_US)) {
-		s->room_wait_ns = 0;
+		if (s->room_wait_ns)
+			s->room_wait_ns = 0;	/* no store on the common path */
 		return 1;
 	}
 	if (!(fcntl(fd, F_GETFL) & O_NONBLOCK))
