@@ -78,7 +78,7 @@ int admit_key_generate(const char *path)
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return errno == EEXIST ? 0 : -errno;
-	if (RAND_bytes(key, sizeof(key)) != 1) {
+	if (sys_random_bytes(key, sizeof(key))) {
 		rc = -EIO;
 		goto fail;
 	}
@@ -101,7 +101,7 @@ fail:
 
 int admit_nonce(uint8_t *n)
 {
-	return RAND_bytes(n, ADMIT_NONCE_LEN) == 1 ? 0 : -EIO;
+	return sys_random_bytes(n, ADMIT_NONCE_LEN) ? -EIO : 0;
 }
 
 void admit_mac(const struct admit_key *k, const char *label, uint32_t from, uint32_t to,
@@ -135,7 +135,7 @@ void admit_mac(const struct admit_key *k, const char *label, uint32_t from, uint
 	pr_err("HMAC-SHA256 failed");
 fail:
 	/* A random MAC matches nothing. */
-	if (RAND_bytes(mac, ADMIT_MAC_LEN) != 1)
+	if (sys_random_bytes(mac, ADMIT_MAC_LEN))
 		memset(mac, 0xa5, ADMIT_MAC_LEN);
 }
 

@@ -65,9 +65,9 @@ static uint64_t backoff_ns(struct backup *b, int l)
 
 	if (!b->backoff && l >= 0) {
 		int rank = (n->self - l - 1 + n->cfg.nnodes) % n->cfg.nnodes;
-		return (uint64_t)rank * period / 2 + (uint64_t)random() % (period / 16 + 1) + 1;
+		return (uint64_t)rank * period / 2 + (uint64_t)sys.random() % (period / 16 + 1) + 1;
 	}
-	return (uint64_t)random() % ((2 * period) << shift) + 1;
+	return (uint64_t)sys.random() % ((2 * period) << shift) + 1;
 }
 
 /* Asks the leader for a fresh copy of its log: a new join, which only

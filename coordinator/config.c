@@ -8,12 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sys.h"
+
 static const char *const fsync_names[] = { "none", "batch", "always" };
 static const char *const transport_names[] = { "shm", "tcp", "rdma" };
 static const char *const commit_wait_names[] = { "read", "reply" };
 static const char *const on_off_names[] = { "off", "on" };
 static const char *const greeting_names[] = { "compare", "skip" };
 static const char *const divergence_names[] = { "report", "unhealthy", "repair" };
+static const char *const randomness_names[] = { "log", "machine" };
 static const char *const thread_order_names[] = { "reads", "requests" };
 static const char *const member_names[] = { "voter", "learner", "removed" };
 static const char *const snapshot_connections_names[] = { "any", "none" };
@@ -182,6 +185,17 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_name(p, k, v, thread_order_names, 2, &c->thread_order);
 	if (!strcmp(k, "divergence"))
 		return parse_name(p, k, v, divergence_names, 3, &c->divergence);
+	if (!strcmp(k, "randomness"))
+		return parse_name(p, k, v, randomness_names, 2, &c->randomness);
+	if (!strcmp(k, "seed_function")) {
+		for (const char *q = v; *q; q++)
+			if (!(*q == '_' || (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
+			      (q > v && *q >= '0' && *q <= '9')))
+				return fail(p, "seed_function '%s' is not a C function name", v);
+		return copy_str(p, k, v, c->seed_function, sizeof(c->seed_function));
+	}
+	if (!strcmp(k, "seed_every"))
+		return parse_int(p, k, v, 1, 1000000000, &c->seed_every);
 	if (!strcmp(k, "fsync_interval_ms"))
 		return parse_int(p, k, v, 1, 60000, &c->fsync_interval_ms);
 	if (!strcmp(k, "heartbeat_ms"))
@@ -333,6 +347,8 @@ static void set_defaults(struct apus_config *c)
 	c->replay_in_place = 1;
 	c->divergence = DIVERGENCE_REPAIR;
 	c->repair_interval_s = 60;
+	c->randomness = RANDOMNESS_LOG;
+	c->seed_every = 1;
 	c->heartbeat_ms = 10;
 	c->start_timeout_ms = 15000;
 	c->checkpoint_keep = 3;
@@ -512,7 +528,7 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 	set_defaults(c);
 	if (!realpath(path, c->path))
 		return fail(&p, "cannot open: %s", strerror(errno));
-	f = fopen(c->path, "re");
+	f = sys.fopen(c->path, "re");
 	if (!f)
 		return fail(&p, "cannot open: %s", strerror(errno));
 	config_dir_of(c, base, sizeof(base));
@@ -526,6 +542,11 @@ int config_load(const char *path, struct apus_config *c, char *err, size_t errle
 	if (c->snapshot_connections == SNAPSHOT_CONNECTIONS_NONE && c->snapshot_leader) {
 		fail(&p, "snapshot_connections = none needs snapshot_leader = off (a leader's "
 			 "fork-based snapshot is taken whatever its clients hold)");
+		goto out;
+	}
+	if (c->seed_function[0] && c->randomness != RANDOMNESS_LOG) {
+		fail(&p, "seed_function needs randomness = log (it seeds the server's generator "
+			 "from the log)");
 		goto out;
 	}
 	if (c->snapshot_load_cmd[0] && !c->snapshot_cmd[0]) {

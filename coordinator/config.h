@@ -5,6 +5,10 @@
  *   fsync = none|batch|always fsync_interval_ms = 50
  *   commit_wait = read|reply  checker = on|off
  *   divergence = repair|report|unhealthy
+ *   randomness = log|machine  (log: the server's random numbers are a
+ *             function of the entry it handles; input_random.h)
+ *   seed_function = NAME      seed_every = 1  (the server's own generator,
+ *             reseeded from the log through a function it exports)
  *   checker_greeting = compare|skip  (skip: what the server writes to a
  *             connection before it first reads from it is not compared)
  *   read_ahead = on|off       (leader: one commit round per event-loop pass)
@@ -79,6 +83,7 @@ enum checker_greeting { GREETING_COMPARE = 0, GREETING_SKIP };
  * it; and show healthy: false; or record it and have its guard rebuild it
  * from the leader's state once apus verify confirms (guard/repair.h). */
 enum divergence_policy { DIVERGENCE_REPORT = 0, DIVERGENCE_UNHEALTHY, DIVERGENCE_REPAIR };
+enum randomness { RANDOMNESS_LOG = 0, RANDOMNESS_MACHINE };
 
 /* What a node is in the cluster's membership (coordinator/members.h).  A
  * voter counts in majorities and may lead; a learner receives the log
@@ -123,6 +128,9 @@ struct apus_config {
 	int thread_order;	/* enum thread_order (reads) */
 	int divergence;		/* enum divergence_policy */
 	int repair_interval_s;	/* divergence = repair: at most one try per node this often */
+	int randomness;		/* enum randomness (log) */
+	char seed_function[128];	/* the server's seeding function (empty: none) */
+	int seed_every;		/* ... called once per this many entries (1) */
 	int heartbeat_ms;
 	int suspect_ms;		/* a backup suspects a leader silent this long */
 	int suspect_line;	/* where it was set, for the error message */

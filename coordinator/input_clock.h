@@ -17,21 +17,33 @@
  * (preload/clock.c).  Outside (timers, the server's cron) the clock is the
  * machine's, as before: what a server does there is not replayed anyway.
  * Exact when each read returns one entry's bytes, as in-place replay and
- * read-ahead do; doc/limits.md says what is left. */
+ * read-ahead do; doc/limits.md says what is left.
+ *
+ * The same window carries the entry's index, the key of the random numbers
+ * the thread draws in it (input_random.h). */
 #ifndef APUS_INPUT_CLOCK_H
 #define APUS_INPUT_CLOCK_H
 
 #include <stdint.h>
 
+#include "input_random.h"
+
 /* The stamp (ms) of the input the calling thread handles; 0: none. */
 extern __thread uint64_t input_clock_ms;
+/* The index of the entry whose window the thread opened last. */
+extern __thread uint64_t input_entry;
 
-static inline void input_clock_enter(uint64_t stamp_ms)
+/* The calling thread handles the bytes of entry IDX, stamped STAMP_MS.
+ * Opened again for the same entry (its bytes read in parts), its random
+ * draws go on where they were. */
+static inline void input_window_enter(uint64_t stamp_ms, uint64_t idx)
 {
 	input_clock_ms = stamp_ms;
+	if (idx != input_entry)
+		input_random_enter(idx);
 }
 
-static inline void input_clock_leave(void)
+static inline void input_window_leave(void)
 {
 	input_clock_ms = 0;
 }

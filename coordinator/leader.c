@@ -447,12 +447,18 @@ static int entry_committed(struct node *n, uint64_t arg)
 	return 0;
 }
 
-/* The stamp of the entry the calling thread proposed last (input_clock.h). */
-static __thread uint64_t proposed_stamp;
+/* The stamp and the (last) index of the event the calling thread proposed
+ * last (input_clock.h, input_random.h). */
+static __thread uint64_t proposed_stamp, proposed_idx;
 
 uint64_t node_proposed_stamp(void)
 {
 	return proposed_stamp;
+}
+
+uint64_t node_proposed_idx(void)
+{
+	return proposed_idx;
 }
 
 /* The input clock for a new entry (under n->lock): never below a stamp
@@ -494,6 +500,7 @@ static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
 		done += chunk;
 	} while (done < len);
 	pthread_mutex_unlock(&n->lock);
+	proposed_idx = m.idx;
 	status_add(&n->ctl->status.proposals, 1);
 
 	if (ring)
@@ -544,6 +551,7 @@ int node_propose_batch(struct node *n, struct proposal *p, int count)
 		last_idx = leader_submit(n, p[i].type, p[i].conn, p[i].iov, p[i].iovcnt, p[i].len,
 					 NULL, &last_pos, i == count - 1);
 		p[i].stamp_ms = proposed_stamp;
+		p[i].idx = proposed_idx;
 	}
 	if (!count || n->cfg.commit_wait == COMMIT_WAIT_REPLY)
 		return 0;

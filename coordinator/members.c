@@ -250,7 +250,7 @@ static void handle_request(struct node *n, uint64_t seq)
 		goto out;
 	}
 	if (!config_node_path(&n->cfg, n->self, MEMBERS_WANT_FILE, path, sizeof(path)))
-		f = fopen(path, "re");
+		f = sys.fopen(path, "re");
 	if (f) {
 		len = fread(text, 1, MEMBERS_TEXT_MAX - 1, f);
 		fclose(f);

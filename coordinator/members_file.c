@@ -22,7 +22,7 @@ int members_file_read(const struct apus_config *cfg, int node, char *out, size_t
 
 	if (config_node_path(cfg, node, MEMBERS_FILE, path, sizeof(path)))
 		return -1;
-	f = fopen(path, "re");
+	f = sys.fopen(path, "re");
 	if (!f)
 		return -1;
 	got = fread(out, 1, outlen - 1, f);
@@ -46,7 +46,7 @@ int members_file_write(const struct apus_config *cfg, int node, const char *text
 	if (config_node_path(cfg, node, MEMBERS_FILE, path, sizeof(path)))
 		return -ENAMETOOLONG;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "we");
+	f = sys.fopen(tmp, "we");
 	if (!f)
 		return -errno;
 	fprintf(f, "# membership agreed at entry %llu (written by apus; the config file's "

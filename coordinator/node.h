@@ -55,6 +55,7 @@ struct proposal {
 	int iovcnt;
 	size_t len;
 	uint64_t stamp_ms;	/* out: its input clock stamp (input_clock.h) */
+	uint64_t idx;		/* out: its (last) entry's index */
 };
 
 /* Leader: replicates COUNT events (never ACCEPTs) in this order, ringing
@@ -65,6 +66,9 @@ int node_propose_batch(struct node *n, struct proposal *p, int count);
 /* Leader: the input clock stamp of the entry the calling thread proposed
  * last (input_clock.h). */
 uint64_t node_proposed_stamp(void);
+/* ... and the index of its last entry (the key of the random numbers the
+ * server draws while it handles it, input_random.h). */
+uint64_t node_proposed_idx(void);
 
 /* Leader: whether the log has room for a client's input now (waiting up
  * to WAIT_US for it).  A server thread that finds none should not read

@@ -59,7 +59,7 @@ static int copy_file(const char *src, const char *dst)
 
 static int write_seed(const char *path, const struct recovery_point *rp, uint64_t ino)
 {
-	FILE *f = fopen(path, "we");
+	FILE *f = sys.fopen(path, "we");
 
 	if (!f)
 		return -errno;
@@ -119,7 +119,7 @@ static int read_seed(const char *path, struct recovery_point *rp, uint64_t *ino)
 	char key[32];
 	unsigned long long v;
 	int seen = 0;
-	FILE *f = fopen(path, "re");
+	FILE *f = sys.fopen(path, "re");
 
 	if (!f)
 		return -errno;

@@ -107,6 +107,7 @@ static void sched_push(struct replay *r, struct replay_tap *t, uint32_t type, ui
 	s->data = data;
 	s->len = len;
 	s->stamp_ms = r->cur_stamp;
+	s->idx = r->cur_idx;
 	s->done = 0;
 	s->asked_ns = s->last_ask_ns = 0;
 	/* Pairs with the acquire loads of tail in replay_gate(). */

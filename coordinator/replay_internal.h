@@ -47,6 +47,7 @@ struct turn {
 	char *data;		/* the bytes, held here for the server (NULL: in the socket) */
 	uint64_t len;
 	uint64_t stamp_ms;	/* its entry's input clock (input_clock.h) */
+	uint64_t idx;		/* its entry, the key of the server's random draws */
 	/* thread_order = requests: taken whole, but the thread that took it
 	 * has not asked for input since (its request runs); the head stays. */
 	uint32_t done;

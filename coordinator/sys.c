@@ -1,5 +1,8 @@
 #include "sys.h"
 
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 /* libc's, until the shim says otherwise (sys.h).  Inside libapus.so these
@@ -28,6 +31,12 @@ struct socket_calls sys = {
 	.clock_gettime = clock_gettime,
 	.gettimeofday = gettimeofday,
 	.time = time,
+	.getrandom = getrandom,
+	.getentropy = getentropy,
+	.rand = rand,
+	.random = random,
+	.fopen = fopen,
+	.fopen64 = fopen64,
 };
 
 void sys_use(const struct socket_calls *calls)
@@ -38,6 +47,25 @@ void sys_use(const struct socket_calls *calls)
 	USE(recvfrom); USE(recvmsg); USE(write); USE(writev); USE(send); USE(sendto);
 	USE(sendmsg); USE(close); USE(shutdown); USE(fork); USE(epoll_ctl);
 	USE(epoll_wait); USE(epoll_pwait); USE(clock_gettime);
-	USE(gettimeofday); USE(time);
+	USE(gettimeofday); USE(time); USE(getrandom); USE(getentropy); USE(rand);
+	USE(random); USE(fopen); USE(fopen64);
 #undef USE
+}
+
+int sys_random_bytes(void *buf, size_t len)
+{
+	unsigned char *p = buf;
+
+	while (len) {
+		ssize_t n = sys.getrandom(p, len, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
 }

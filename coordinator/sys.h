@@ -12,6 +12,7 @@
 #define APUS_SYS_H
 
 #include <signal.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -44,6 +45,16 @@ struct socket_calls {
 	int (*clock_gettime)(clockid_t, struct timespec *);
 	int (*gettimeofday)(struct timeval *, void *);
 	time_t (*time)(time_t *);
+	/* And randomness (preload/random.c): inside a window the server's
+	 * draws are the entry's (input_random.h); outside, the devices and
+	 * getrandom() are the boot stream.  Our own keys and nonces come
+	 * from the kernel (sys_random_bytes). */
+	ssize_t (*getrandom)(void *, size_t, unsigned int);
+	int (*getentropy)(void *, size_t);
+	int (*rand)(void);
+	long (*random)(void);
+	FILE *(*fopen)(const char *, const char *);
+	FILE *(*fopen64)(const char *, const char *);
 };
 
 extern struct socket_calls sys;
@@ -51,5 +62,9 @@ extern struct socket_calls sys;
 /* Points `sys` at CALLS (the shim's real functions); before any
  * coordinator thread runs. */
 void sys_use(const struct socket_calls *calls);
+
+/* LEN bytes from the kernel's generator (getrandom, never the log's);
+ * 0, or -errno. */
+int sys_random_bytes(void *buf, size_t len);
 
 #endif

@@ -151,7 +151,7 @@ size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want)
 	if (s->data)
 		return 0;	/* held here, none of it in the socket */
 	if (s->stamp_ms)
-		input_clock_enter(s->stamp_ms);	/* the bytes the server reads next are its */
+		input_window_enter(s->stamp_ms, s->idx);	/* the bytes the server reads next are its */
 	return want < s->remaining ? want : (size_t)s->remaining;
 }
 
@@ -251,7 +251,7 @@ int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov,
 	__atomic_store_n(&t->reader, thread_id(), __ATOMIC_RELAXED);
 	done = iov_scatter(iov, iovcnt, s->data + (s->len - s->remaining), s->remaining);
 	if (s->stamp_ms)
-		input_clock_enter(s->stamp_ms);
+		input_window_enter(s->stamp_ms, s->idx);
 	s->remaining -= done;
 	__atomic_sub_fetch(&r->held, done, __ATOMIC_RELEASE);
 	if (!s->remaining)

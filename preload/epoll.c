@@ -50,7 +50,7 @@ static int shim_wait(int epfd, struct epoll_event *ev, int max, int timeout, con
 	struct fd_slot *set;
 
 	/* Done with the input it read: its clock is the machine's again. */
-	input_clock_leave();
+	input_window_leave();
 	/* The thread that listens now waits for events: the server is done
 	 * loading its state (it polls without waiting while it loads). */
 	if (timeout && shim_app_thread && shim_node)

@@ -36,6 +36,7 @@ struct fd_slot {
 	char *ra_buf;		/* committed bytes read ahead, not yet consumed */
 	uint32_t ra_off, ra_len;
 	uint64_t ra_stamp;	/* their entry's input clock stamp (input_clock.h) */
+	uint64_t ra_idx;	/* ... and index (input_random.h) */
 	uint32_t ra_want;	/* what the server asked a read for last time */
 	int ra_err;		/* an error the read-ahead met, for the server's next read */
 	struct oq_link ra_link;	/* in the order queue (order_queue.h) */

@@ -33,7 +33,7 @@ static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcn
 		errno = ECONNRESET;
 		return -1;
 	}
-	input_clock_enter(node_proposed_stamp());
+	input_window_enter(node_proposed_stamp(), node_proposed_idx());
 	return n;
 }
 

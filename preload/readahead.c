@@ -130,7 +130,7 @@ int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcn
 			goto keep_order;
 		*ret = (ssize_t)iov_scatter(iov, iovcnt, s->ra_buf + s->ra_off, s->ra_len - s->ra_off);
 		if (!peek) {
-			input_clock_enter(s->ra_stamp);
+			input_window_enter(s->ra_stamp, s->ra_idx);
 			s->ra_off += (uint32_t)*ret;
 			if (s->ra_off == s->ra_len)
 				drop_bytes(fd, s);
@@ -217,7 +217,7 @@ static void replicate(struct chunk *c, int count)
 	int rc;
 
 	for (int i = 0; i < count; i++)
-		p[i] = (struct proposal){ ENTRY_RECV, c[i].s->conn, &c[i].iov, 1, c[i].iov.iov_len, 0 };
+		p[i] = (struct proposal){ ENTRY_RECV, c[i].s->conn, &c[i].iov, 1, c[i].iov.iov_len, 0, 0 };
 	rc = node_propose_batch(shim_node, p, count);
 	pthread_mutex_lock(&ra_lock);
 	for (int i = 0; i < count; i++) {
@@ -231,6 +231,7 @@ static void replicate(struct chunk *c, int count)
 		s->ra_buf = c[i].buf;
 		s->ra_off = 0;
 		s->ra_stamp = p[i].stamp_ms;
+		s->ra_idx = p[i].idx;
 		__atomic_store_n(&s->ra_len, (uint32_t)c[i].iov.iov_len, __ATOMIC_RELAXED);
 		oq_push(&ra_q, c[i].fd);
 	}

@@ -33,6 +33,12 @@ static void resolve(void)
 	RESOLVE(clock_gettime);
 	RESOLVE(gettimeofday);
 	RESOLVE(time);
+	RESOLVE(getrandom);
+	RESOLVE(getentropy);
+	RESOLVE(rand);
+	RESOLVE(random);
+	RESOLVE(fopen);
+	RESOLVE(fopen64);
 	__atomic_store_n(&real_resolved, 1, __ATOMIC_RELEASE);
 }
 

@@ -18,6 +18,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "../coordinator/input_random.h"
 #include "../coordinator/logger.h"
 #include "../coordinator/members.h"
 
@@ -255,6 +256,8 @@ static void shim_init(void)
 		goto out;
 	}
 	node_set_input_pending(shim_node, readahead_pending);
+	if (input_random_init(node_config(shim_node), err, sizeof(err)))
+		pr_err("%s", err);
 	shim_mode = MODE_ACTIVE;
 out:
 	in_init = 0;

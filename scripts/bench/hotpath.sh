@@ -8,6 +8,9 @@
 #   bare        one redis-server
 #   apus        3 replicas under apus, shm, commit_wait = read (the default)
 #   apus-reply  the same with commit_wait = reply
+#   apus-machine (ask for it in HOTPATH_SYSTEMS) the default configuration
+#               with randomness = machine and no seed_function: what
+#               randomness as an input costs (Redis's init_genrand64 each entry)
 #   base        (only with HOTPATH_BASE=/path/to/other/build/bin/apus) the
 #               default configuration on another build, e.g. a worktree of
 #               the previous commit: a before/after in the same run
@@ -31,7 +34,7 @@
 #   (perf report, by symbol, self and with children)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-case ${1:-} in -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case ${1:-} in -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 rounds=${1:-3}
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/bench/hotpath.sh [ROUNDS] (--help)" >&2; exit 2; }
 n=${HOTPATH_N:-1500000}
@@ -69,6 +72,7 @@ cluster_conf() {
 		-e "s/^guard .*/guard = off/; /^snapshot_/d" -e "s#{config_dir}#$PWD/apps/$app#g" \
 		"apps/$app/cluster-shm.conf" >"$conf"
 	[ -n "$extra" ] && echo "$extra" | sed -i "/^transport/r /dev/stdin" "$conf"
+	[[ $extra == *"randomness = machine"* ]] && sed -i "/^seed_function/d" "$conf"
 	echo "$conf"
 }
 
@@ -144,6 +148,7 @@ run_one() { # SYSTEM WORKLOAD
 		fi
 		return ;;
 	apus-reply) extra="commit_wait = reply" ;;
+	apus-machine) extra="randomness = machine" ;;
 	base) bin=$HOTPATH_BASE ;;
 	esac
 	conf=$(cluster_conf "$app" "$extra")

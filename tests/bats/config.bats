@@ -150,6 +150,22 @@ function expect_conf_error() {
 	[[ "$output" == *"snapshot_connections = none needs snapshot_leader = off"* ]] || fail "unclear error: $output"
 }
 
+@test "bad randomness, seed_function and seed_every values are refused; seed_function needs randomness = log" {
+	sed -i '3i randomness = dice' "$BAD"
+	expect_conf_error 3 "randomness.*dice"
+	sed -i '3d' "$BAD"
+	sed -i '3i seed_function = init genrand' "$BAD"
+	expect_conf_error 3 "seed_function.*not a C function name"
+	sed -i '3d' "$BAD"
+	sed -i '3i seed_every = 0' "$BAD"
+	expect_conf_error 3 "seed_every"
+	sed -i '3d' "$BAD"
+	sed -i -e '3i randomness = machine' -e '3i seed_function = init_genrand64' "$BAD"
+	run timeout 30 "$APUS" status --config "$BAD" 3>&-
+	[ "$status" -ne 0 ] || fail "apus status accepted seed_function with randomness = machine: $output"
+	[[ "$output" == *"seed_function needs randomness = log"* ]] || fail "unclear error: $output"
+}
+
 @test "a config that does not exist is named" {
 	run timeout 30 "$APUS" start --config "$DIR/nope.conf" 3>&-
 	[ "$status" -ne 0 ] || fail "apus start accepted a missing config"

@@ -163,6 +163,11 @@ function make_conf() {
 			echo "snapshot_file = dump.rdb"
 		fi
 		echo "app_cmd      = redis-server --port {port} --bind {address} --dir {data_dir} --unixsocket {data_dir}/redis.sock --save \"\" --appendonly no --enable-debug-command local --daemonize no$extra${*:+ $*}"
+		# Redis's own generator (SPOP, RANDOMKEY on hash tables) seeded
+		# from the log per entry, as apps/redis ships it
+		# (APUS_TEST_SEED_FUNCTION= : none).
+		[ -n "${APUS_TEST_SEED_FUNCTION-init_genrand64}" ] &&
+			echo "seed_function = ${APUS_TEST_SEED_FUNCTION-init_genrand64}"
 		# APUS_TEST_CONF_LINES: more global lines, as they are.
 		[ -n "${APUS_TEST_CONF_LINES:-}" ] && printf '%s\n' "$APUS_TEST_CONF_LINES"
 		for ((i = 0; i < APUS_TEST_NODES; i++)); do
