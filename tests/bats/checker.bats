@@ -39,7 +39,7 @@ wait_connections() {
 @test "deterministic load leaves no divergence record" {
 	local port j n
 	port=$(leader_port)
-	bench -t set,get,incr,lpush,rpush,lpop,sadd,hset,lrange_100 -n 20000 -c 20 -r 10000 -q
+	bench -t set,get,incr,lpush,rpush,lpop,sadd,hset,lrange_100 -n 8000 -c 20 -r 10000 -q
 	wait_digests_equal "$CONF" 30
 	j=$(div_json)
 	assert_eq "$(json_field "$(strip_nodes "$j")" total)" 0 "divergence records after deterministic load: $j"

@@ -413,18 +413,18 @@ function two_backups() {
 	for n in $(conf_nodes "$CONF"); do
 		fd0[n]=$(fd_count "$(redis_pid "$n")")
 	done
-	# As many as 12 s allow (a loaded 2-core machine does a few thousand
+	# As many as 6 s allow (a loaded 2-core machine does a few thousand
 	# a second, when it is not shared; the issue's 100k is a soak's).
-	run python3 "$CLIENT" --port "$(leader_port)" churn --count 100000 --seconds 12 --every 100
+	run python3 "$CLIENT" --port "$(leader_port)" churn --count 100000 --seconds 6 --every 100
 	echo "$output"
 	[ "$status" -eq 0 ] || fail "the churning client: $output"
 	n=$(awk '{ print $1 }' <<<"$output")
-	[ "$n" -ge 1000 ] || fail "only $n connections in 12 s"
+	[ "$n" -ge 1000 ] || fail "only $n connections in 6 s"
 	echo "# $n connections in sequence" >&3
 	# 2000 at once (within ulimit -n), each answering PING; the cluster
 	# serves while they are held.
 	[ "$(ulimit -n)" -gt 2100 ] || skip "ulimit -n is $(ulimit -n): too low for 2000 connections"
-	python3 "$CLIENT" --port "$(leader_port)" many --count 2000 --hold 5 \
+	python3 "$CLIENT" --port "$(leader_port)" many --count 2000 --hold 2 \
 		--hold-file "$BATS_TEST_TMPDIR/held" >"$BATS_TEST_TMPDIR/many.out" 2>&1 3>&- &
 	BG_PIDS=$!
 	retry 300 0.1 test -e "$BATS_TEST_TMPDIR/held"

@@ -77,7 +77,7 @@ function replaced() {
 	APUS_TEST_METRICS=1 own_cluster
 	local victim where mport
 	start_writer rb 8
-	sleep 2
+	writer_more rb 300
 	victim=$(backups | head -n 1)
 	kill -KILL "$(redis_pid "$victim")"
 	# On this host the new node takes the dead one's ports that are not
@@ -102,7 +102,7 @@ function replaced() {
 	own_cluster
 	local old
 	start_writer rl 8
-	sleep 2
+	writer_more rl 300
 	old=$(leader_id) || fail "no leader"
 	kill -KILL "$(redis_pid "$old")"
 	# shellcheck disable=SC2046
@@ -124,7 +124,7 @@ function replaced() {
 	assert_eq "$status" 0 "apus add (node 4)"
 	assert_eq "$(members)" "0 1 2 3 4 " "membership after two adds"
 	start_writer grow 6
-	sleep 2
+	writer_more grow 300
 	l=$(leader_id) || fail "no leader"
 	b=$(backups | head -n 1)
 	kill -KILL "$(redis_pid "$l")" "$(redis_pid "$b")"
