@@ -402,6 +402,8 @@ fi
 if [ -s "$tmp/timings" ]; then
 	echo "     slowest tests (s):"
 	sort -rn "$tmp/timings" | head -n 12 | awk '{ ms = $1; $1 = ""; printf "     %6.1f %s\n", ms / 1000, substr($0, 2) }'
+	# Every test's time (ms), for whoever trims the run.
+	[ -n "${APUS_TEST_TIMINGS:-}" ] && sort -rn "$tmp/timings" >"$APUS_TEST_TIMINGS"
 fi
 echo "     (all: $SECONDS s)"
 if [ "${#failures[@]}" -gt 0 ]; then
