@@ -25,6 +25,7 @@ enum entry_type {
 	ENTRY_WRAP = 5,		/* the rest of this lap is unused: continue at offset 0 */
 	ENTRY_HASH = 6,		/* output marks (hashes) of the leader's connections (checker/) */
 	ENTRY_MEMBERS = 7,	/* the cluster's new membership (members.h), as config text */
+	ENTRY_CHILD = 8,	/* the leader's server learned a child's end (input_child.h) */
 };
 
 struct viewstamp {

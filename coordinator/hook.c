@@ -12,6 +12,7 @@
 #include "child_env.h"
 #include "logger.h"
 #include "node_internal.h"
+#include "sys.h"
 
 /* Reaps the hook so it leaves no zombie.  The server may reap it first
  * (Redis waits for any child): then there is nothing left to do. */
@@ -20,7 +21,7 @@ static void *reaper(void *arg)
 	pid_t pid = (pid_t)(intptr_t)arg;
 	int st;
 
-	if (waitpid(pid, &st, 0) == pid && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+	if (sys.wait4(pid, &st, 0, NULL) == pid && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
 		pr_warn("leader_hook (pid %d) failed (%s %d)", (int)pid,
 			WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 	return NULL;

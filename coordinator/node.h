@@ -91,8 +91,10 @@ int node_wait_output(struct node *n);
 int node_serving(struct node *n);
 
 /* The shim's fork(), in the parent before the fork: a snapshot under way
- * learns the state the server's forked child holds. */
-void node_snapshot_fork(struct node *n);
+ * learns the state the server's forked child holds.  Returns 1 when the
+ * child is the snapshot's (a snapshot is under way: the server forks one
+ * child at a time), 0 otherwise. */
+int node_snapshot_fork(struct node *n);
 /* In a child the server forked: closes the node's sockets (peer and
  * metrics ports), which the child must not keep from a node restarted or
  * re-executed while it runs. */

@@ -16,6 +16,7 @@
 #include "../checker/divergence.h"
 #include "../checker/outcheck.h"
 #include "checks.h"
+#include "input_child.h"
 #include "input_clock.h"
 #include "logger.h"
 #include "node_internal.h"
@@ -539,6 +540,24 @@ static int exec_noop(struct replay *r, const struct entry_hdr *e)
 	return 1;
 }
 
+/* The leader's server learned a child's end here: ours learns it here too,
+ * once it has taken every turn before (input_child.h). */
+static int exec_child(struct replay *r, const struct entry_hdr *e)
+{
+	uint64_t forked_at;
+
+	if (e->data_sz != sizeof(forked_at))
+		return 1;
+	if (sched_head(r, &(uint64_t){ 0 }))
+		return 0;	/* the server has yet to take earlier turns */
+	if (!r->phase) {
+		r->phase = 1;
+		r->started_ns = now_ns();
+	}
+	memcpy(&forked_at, entry_data(e), sizeof(forked_at));
+	return input_child_due(r->n, forked_at, e->idx, r->cur_stamp, now_ns() - r->started_ns);
+}
+
 /* The leader's output marks. */
 static int exec_hash(struct replay *r, const struct entry_hdr *e)
 {
@@ -587,6 +606,9 @@ int replay_exec(struct replay *r, const struct entry_hdr *e)
 		break;
 	case ENTRY_NOOP:
 		done = exec_noop(r, e);
+		break;
+	case ENTRY_CHILD:
+		done = exec_child(r, e);
 		break;
 	default:
 		done = 1;

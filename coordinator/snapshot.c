@@ -200,12 +200,12 @@ int node_snapshot_armed(struct node *n)
 	return snap_state(n) == SNAP_ARMED;
 }
 
-void node_snapshot_fork(struct node *n)
+int node_snapshot_fork(struct node *n)
 {
 	int s = snap_state(n);
 
 	if (s != SNAP_HELD && s != SNAP_ARMED && s != SNAP_FORKED)
-		return;
+		return 0;
 	__atomic_add_fetch(&n->snap_forks, 1, __ATOMIC_ACQ_REL);
 	if (s == SNAP_ARMED) {
 		/* On the server's thread, inside its snapshot command: every
@@ -218,6 +218,7 @@ void node_snapshot_fork(struct node *n)
 	}
 	if (s != SNAP_FORKED)
 		set_snap_state(n, SNAP_FORKED);
+	return 1;
 }
 
 uint64_t node_snapshot_floor(struct node *n)
@@ -336,7 +337,7 @@ static int run_cmd(struct node *n, const char *cmd_t, const char *what)
 			break;
 	}
 	sys.close(pfd[0]);
-	waitpid(pid, NULL, 0);	/* ECHILD if the server reaped it */
+	sys.wait4(pid, NULL, 0, NULL);	/* ECHILD if the server reaped it */
 	line[got] = '\0';
 	if (got)
 		status = atoi(line);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/random.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* libc's, until the shim says otherwise (sys.h).  Inside libapus.so these
@@ -37,6 +38,7 @@ struct socket_calls sys = {
 	.random = random,
 	.fopen = fopen,
 	.fopen64 = fopen64,
+	.wait4 = wait4,
 };
 
 void sys_use(const struct socket_calls *calls)
@@ -48,7 +50,7 @@ void sys_use(const struct socket_calls *calls)
 	USE(sendmsg); USE(close); USE(shutdown); USE(fork); USE(epoll_ctl);
 	USE(epoll_wait); USE(epoll_pwait); USE(clock_gettime);
 	USE(gettimeofday); USE(time); USE(getrandom); USE(getentropy); USE(rand);
-	USE(random); USE(fopen); USE(fopen64);
+	USE(random); USE(fopen); USE(fopen64); USE(wait4);
 #undef USE
 }
 

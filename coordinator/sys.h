@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/time.h>
@@ -55,6 +56,8 @@ struct socket_calls {
 	long (*random)(void);
 	FILE *(*fopen)(const char *, const char *);
 	FILE *(*fopen64)(const char *, const char *);
+	/* And the waits for children (preload/child.c, input_child.h). */
+	pid_t (*wait4)(pid_t, int *, int, struct rusage *);
 };
 
 extern struct socket_calls sys;

@@ -14,6 +14,7 @@
 #include <sys/random.h>
 
 #include "../coordinator/input_clock.h"
+#include "../coordinator/input_random.h"
 #include "shim.h"
 
 /* Whether this call's numbers come from the log. */

@@ -39,6 +39,7 @@ static void resolve(void)
 	RESOLVE(random);
 	RESOLVE(fopen);
 	RESOLVE(fopen64);
+	RESOLVE(wait4);
 	__atomic_store_n(&real_resolved, 1, __ATOMIC_RELEASE);
 }
 

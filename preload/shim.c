@@ -18,6 +18,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "../coordinator/input_child.h"
+#include "../coordinator/input_clock.h"
 #include "../coordinator/input_random.h"
 #include "../coordinator/logger.h"
 #include "../coordinator/members.h"
@@ -283,6 +285,8 @@ __thread int shim_app_thread;
 APUS_EXPORT pid_t fork(void)
 {
 	pid_t pid;
+	int active = shim_node && __atomic_load_n(&shim_mode, __ATOMIC_RELAXED) == MODE_ACTIVE;
+	int snapshot = 0;
 
 	real_resolve();
 	if (!real.fork) {
@@ -290,8 +294,8 @@ APUS_EXPORT pid_t fork(void)
 		return -1;
 	}
 	/* A snapshot under way learns which state the child holds. */
-	if (shim_node && __atomic_load_n(&shim_mode, __ATOMIC_RELAXED) == MODE_ACTIVE)
-		node_snapshot_fork(shim_node);
+	if (active)
+		snapshot = node_snapshot_fork(shim_node);
 	pid = real.fork();
 	/* The child (Redis's BGSAVE, say) is not the replica: it has none of
 	 * our threads and must never propose.  Nor may it hold the node's
@@ -305,6 +309,11 @@ APUS_EXPORT pid_t fork(void)
 			real.close(node_lock_fd);
 			node_lock_fd = -1;
 		}
+	} else if (pid > 0 && active && !snapshot && input_clock_ms) {
+		/* Forked while handling a logged input: its end is ordered
+		 * by the log (input_child.h).  (The node's own snapshot, asked
+		 * on the admin socket, may share the pass of a logged read.) */
+		input_child_forked(pid, input_entry);
 	}
 	return pid;
 }

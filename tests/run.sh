@@ -100,7 +100,9 @@ echo "     (unit: $SECONDS s)"
 # namespaces for the transport's own work (connections, the log's ring
 # across its wrap, reconnection after faults and failovers, CRIU with tcp
 # peers).  APUS_TEST_ALL_VARIANTS=1 (make test-full) adds the suites whose
-# tcp runs repeat what those already cover, at ~15 minutes more.
+# tcp runs repeat what those already cover, and the tests tagged soak
+# (`# bats test_tags=soak`: longer runs of what other tests cover), at ~20
+# minutes more.
 VARIANTS=(
 	"digest.bats|APUS_TEST_PATH=sockets"
 	"connections.bats|APUS_TEST_COMMIT_WAIT=reply"
@@ -208,13 +210,6 @@ netns_files=" "
 for run in "${bats_files[@]}"; do
 	[[ "$run" == *"|APUS_TEST_NETNS="* ]] && netns_files+="${run%%|*} "
 done
-# Suites that start no server and barely use a CPU (checks of files, the
-# docs, the built objects) run in a side lane of their own, beside the
-# others: their ~50 s off the wall time.  Not with sanitizer reports to
-# tell apart.
-LIGHT=" docs install layers listaudit criu "
-[ -n "${APUS_SANITIZER_LOG_DIR:-}" ] && LIGHT=" "
-light_runs=()
 declare -A group_runs group_est
 groups=()
 for i in "${!bats_files[@]}"; do
@@ -222,10 +217,6 @@ for i in "${!bats_files[@]}"; do
 	f=${run%%|*}
 	base=${f##*/}
 	base=${base%.bats}
-	if [[ "$LIGHT" == *" $base "* ]] && [ "$run" = "$f" ]; then
-		light_runs+=("$i")
-		continue
-	fi
 	case " $netns_files " in
 	*" $f "*) g=netns ;;
 	*) case $base in rebuild | recovery) g=criu-ports ;; *) g=$base ;; esac ;;
@@ -254,6 +245,9 @@ run_suite() {
 		[ -z "${APUS_TEST_ALL_VARIANTS:-}" ] && filter=(--filter "${setting#*|}")
 		setting=${setting%%|*}
 	fi
+	# Tests tagged soak (longer runs of what others cover) are make
+	# test-full's.
+	[ -z "${APUS_TEST_ALL_VARIANTS:-}" ] && filter+=(--filter-tags '!soak')
 	mkdir -p "$shm"
 	env ${setting:+"$setting"} APUS_TEST_SHM="$shm" timeout --kill-after=30 "$BATS_TIMEOUT" \
 		bats --tap --timing "${filter[@]}" "$f" >"$tmp/run.$i" 2>&1 </dev/null || rc=$?
@@ -355,15 +349,11 @@ report_suite() {
 }
 
 lanes=()
-if [ "${#groups[@]}" -gt 0 ]; then
+if [ "${#bats_files[@]}" -gt 0 ]; then
 	for ((l = 0; l < JOBS; l++)); do
 		run_lane &
 		lanes+=($!)
 	done
-fi
-if [ "${#light_runs[@]}" -gt 0 ]; then
-	(for i in "${light_runs[@]}"; do run_suite "$i"; done) &
-	lanes+=($!)
 fi
 # Each suite is reported when it ends, whole (lanes do not interleave).
 reported=0

@@ -32,7 +32,7 @@ function stream_ids() {
 function clock_writes() {
 	local port i
 	port=$(leader_port)
-	bench -t set -n 20000 -r 100000 -c 10 -q >/dev/null &
+	bench -t set -n 8000 -r 100000 -c 10 -q >/dev/null &
 	for ((i = 0; i < 50; i++)); do
 		echo "XADD st:$1 * n $i"
 		echo "EVAL \"return redis.call('set', KEYS[1], table.concat(redis.call('TIME'), '.'))\" 1 t:$1:$i"
@@ -103,7 +103,7 @@ function same_everywhere() {
 function random_writes() {
 	local port i
 	port=$(leader_port)
-	bench -t set -n 20000 -r 100000 -c 10 -q >/dev/null &
+	bench -t set -n 8000 -r 100000 -c 10 -q >/dev/null &
 	{
 		for ((i = 0; i < 20; i++)); do
 			if [ "$2" = small ]; then
@@ -222,4 +222,48 @@ function forks() {
 	random_same rd small || fail "replicas differ after a restart: $(digests)"
 	random_writes re small
 	random_same re small || fail "replicas differ after a restart: $(digests)"
+}
+
+# save_and_poll ROUNDS - on one connection: BGSAVE, then LASTSAVE every
+# 20 ms for 0.6 s, ROUNDS times: the replies show where the save's end
+# reached the server.
+function save_and_poll() {
+	local round i
+	for ((round = 0; round < $1; round++)); do
+		echo "SET pad:$round $(head -c 200000 /dev/zero | tr '\0' x)"
+		echo BGSAVE
+		for ((i = 0; i < 30; i++)); do
+			echo LASTSAVE
+			sleep 0.02
+		done
+	done
+}
+
+@test "a child's end (BGSAVE) reaches every replica's server where the leader's log says" {
+	local before j n
+	# A cluster of its own without the nodes' own snapshots (their
+	# children, outside the log, are each node's own business).
+	OWN_CONF=$(APUS_TEST_SNAPSHOTS=off make_conf "$(test_dir own19650)" 19650)
+	CONF=$OWN_CONF
+	start_cluster "$CONF" || fail "the cluster did not start"
+	before=$(admin "$(leader_id)" LASTSAVE)
+	sleep 1.1	# LASTSAVE has a resolution of one second
+	save_and_poll 3 | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
+	[ "$(admin "$(leader_id)" LASTSAVE)" -gt "$before" ] || fail "no BGSAVE ended on the leader"
+	wait_digests_equal "$CONF" 30
+	assert_eq "$(for n in $(conf_nodes "$CONF"); do admin "$n" LASTSAVE; done | sort -u | wc -l)" 1 \
+		"LASTSAVE on the nodes: $(for n in $(conf_nodes "$CONF"); do admin "$n" LASTSAVE; done | tr '\n' ' ')"
+	# Every reply equal: each LASTSAVE saw the save's end, or not, alike.
+	j=$(timeout 30 "$APUS" divergence --config "$CONF" --json 3>&-)
+	assert_eq "$(json_field "$(strip_nodes "$j")" total)" 0 "divergence records: $j"
+	stop_cluster "$CONF"
+	OWN_CONF=
+}
+
+function teardown() {
+	end_writer
+	WRITER=
+	[ -n "${OWN_CONF:-}" ] && stop_cluster "$OWN_CONF"
+	OWN_CONF=
+	return 0
 }

@@ -15,12 +15,12 @@ function dbsize() {
 }
 
 @test "50 concurrent clients: set, incr, lpush, sadd, hset" {
-	bench -t set,incr,lpush,sadd,hset -n 40000 -c 50 -r 100000 -q
+	bench -t set,incr,lpush,sadd,hset -n 20000 -c 50 -r 100000 -q
 	local leader keys
 	leader=$(leader_id)
 	keys=$(dbsize "$leader")
-	# set alone writes ~33,000 distinct keys: 40,000 picks of 100,000.
-	[ "$keys" -gt 25000 ] || fail "leader holds only $keys keys after the benchmark"
+	# set alone writes ~18,000 distinct keys: 20,000 picks of 100,000.
+	[ "$keys" -gt 15000 ] || fail "leader holds only $keys keys after the benchmark"
 	wait_digests_equal "$CONF" 30
 }
 
@@ -30,9 +30,9 @@ function dbsize() {
 	run redis-cli -h "$(leader_host)" -p "$(leader_port)" FLUSHALL
 	assert_eq "$output" OK FLUSHALL
 	wait_equal_on_all "$CONF" 0 DBSIZE
-	bench -t set,incr,lpush,sadd,hset -n 40000 -c 50 -P 32 -r 100000 -q
+	bench -t set,incr,lpush,sadd,hset -n 20000 -c 50 -P 32 -r 100000 -q
 	keys=$(admin "$(leader_id)" DBSIZE)
-	[ "$keys" -gt 25000 ] || fail "leader holds only $keys keys after the benchmark"
+	[ "$keys" -gt 15000 ] || fail "leader holds only $keys keys after the benchmark"
 	wait_digests_equal "$CONF" 30
 }
 

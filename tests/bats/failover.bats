@@ -140,6 +140,8 @@ function others() {
 	wait_digests_equal "$CONF" 60
 }
 
+# The soak of leader kills (make test-full): durability kills three leaders in turn.
+# bats test_tags=soak
 @test "six leader kills in a row under load: each node leads at least once, the audit is clean each time" {
 	local log old round led=" "
 	for ((round = 1; round <= 6; round++)); do

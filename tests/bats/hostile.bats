@@ -408,6 +408,8 @@ function two_backups() {
 	rss_bounded
 }
 
+# A soak of connections (make test-full); the other tests here hold hundreds.
+# bats test_tags=soak
 @test "thousands of connections one after another, then 2000 at once: no descriptor leaks" {
 	local fd0=() n i
 	for n in $(conf_nodes "$CONF"); do

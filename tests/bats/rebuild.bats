@@ -127,6 +127,9 @@ function pooled() {
 	assert_eq "$(admin "$victim" GET while_down:ctr)" 20000 "a counter written while it was down"
 }
 
+# A soak of the wrap with checkpoints (make test-full): memcached's as-shipped test
+# wraps its log with CRIU images every 3 s and kills every node twice.
+# bats test_tags=soak
 @test "a 1 MB log carries 16 MB of writes (10 over tcp) with periodic checkpoints; a backup killed in the middle comes back and catches up" {
 	command -v criu >/dev/null 2>&1 || skip "CRIU not installed (scripts/install-criu.sh builds one)"
 	have root || skip "CRIU needs root"

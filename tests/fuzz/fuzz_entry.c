@@ -26,7 +26,7 @@ static void check_slot(const uint8_t *at, size_t room)
 	FUZZ_CHECK(entry_landed(at, idx, room));
 	FUZZ_CHECK(room >= ENTRY_MIN_SIZE);
 	FUZZ_CHECK(e->data_sz <= room && entry_canary_off(e->data_sz) + 8 <= room);
-	FUZZ_CHECK(e->type >= ENTRY_NOOP && e->type <= ENTRY_MEMBERS);
+	FUZZ_CHECK(e->type >= ENTRY_NOOP && e->type <= ENTRY_CHILD);
 	uint64_t canary;
 	memcpy(&canary, at + entry_canary_off(e->data_sz), 8);
 	FUZZ_CHECK(canary == entry_canary(e->view, e->idx));

@@ -1,0 +1,55 @@
+/* Background children as inputs of the log.  A server that forks a child
+ * while it handles a client's input (Redis: BGSAVE, BGREWRITEAOF) learns
+ * later, from waitpid() in its timers, that the child ended, and acts on
+ * it (the save's time, the rewritten AOF, "already in progress").  When it
+ * learns must be the leader's on every replica.
+ *
+ * Logged children.  A child forked in the window of entry F
+ * (input_clock.h) is known by F on every replica.  Where the leader's
+ * server learns its end outside a window, the shim logs an ENTRY_CHILD
+ * entry naming F and returns the end only once the entry is committed;
+ * the server then handles it in that entry's window (its clock, its
+ * random numbers).  A backup's server does not learn of its own child's
+ * end before its replay reaches that entry: ends it reaps early are kept
+ * here (the server is told the child still runs); at the entry, the
+ * replay waits, up to CHILD_WAIT_NS, until every earlier turn is taken
+ * and the server's next wait has returned the end (waiting for the child
+ * itself if it still runs).  A replica that has no child F (it restarted
+ * from a recovery point taken after F, or its fork failed) skips the
+ * entry.
+ *
+ * Ends learned inside a window (a blocking wait while handling a
+ * request) and children forked outside windows (the node's own
+ * snapshots) are not logged: they pass through as before. */
+#ifndef APUS_INPUT_CHILD_H
+#define APUS_INPUT_CHILD_H
+
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+struct node;
+
+/* How long a backup's replay waits at an ENTRY_CHILD for its server. */
+#define CHILD_WAIT_NS (2000ULL * 1000000)
+/* How long a backup keeps an end no entry of its log names. */
+#define CHILD_KEEP_NS (30000ULL * 1000000)
+
+/* The server forked PID in the window of entry FORKED_AT. */
+void input_child_forked(pid_t pid, uint64_t forked_at);
+
+/* The server waits for a child (wait4's arguments) on node N.  Returns as
+ * wait4 does, with the logged children's ends in log order. */
+pid_t input_child_wait(struct node *n, pid_t pid, int *status, int options, struct rusage *ru);
+
+/* Backup's replay at the ENTRY_CHILD IDX (stamp STAMP) for the child
+ * forked at FORKED_AT: 1 when the server has had the end (or this
+ * replica has no such child), 0 while it waits; after CHILD_WAIT_NS the
+ * end goes to the server whenever it asks, and this returns 1. */
+int input_child_due(struct node *n, uint64_t forked_at, uint64_t idx, uint64_t stamp,
+		    uint64_t waited_ns);
+
+/* The children this process knows of, for the tests. */
+int input_child_count(void);
+
+#endif
