@@ -231,9 +231,12 @@ pid_t input_child_wait(struct node *n, pid_t pid, int *status, int options, stru
 {
 	struct child *k;
 
-	if (pid < -1 || pid == 0 || input_clock_ms) {
-		/* Inside a window (its entry is the end's position on every
-		 * replica), or a process group: as it comes, but a kept end first. */
+	/* A poll (WNOHANG) is ordered wherever it is made: a server's timers
+	 * run in the window of whatever it read last in the same pass. */
+	if (pid < -1 || pid == 0 || (input_clock_ms && !(options & WNOHANG))) {
+		/* A blocking wait inside a window (its entry is the end's
+		 * position on every replica), or a process group: as it
+		 * comes, but a kept end first. */
 		pthread_mutex_lock(&lock);
 		k = pid >= -1 && pid != 0 ? ended_of(pid) : NULL;
 		if (k) {

@@ -6,8 +6,9 @@
  *
  * Logged children.  A child forked in the window of entry F
  * (input_clock.h) is known by F on every replica.  Where the leader's
- * server learns its end outside a window, the shim logs an ENTRY_CHILD
- * entry naming F and returns the end only once the entry is committed;
+ * server learns its end by a poll (WNOHANG, or any wait outside a
+ * window), the shim logs an ENTRY_CHILD entry naming F and returns the
+ * end only once the entry is committed;
  * the server then handles it in that entry's window (its clock, its
  * random numbers).  A backup's server does not learn of its own child's
  * end before its replay reaches that entry: ends it reaps early are kept
@@ -18,8 +19,10 @@
  * from a recovery point taken after F, or its fork failed) skips the
  * entry.
  *
- * Ends learned inside a window (a blocking wait while handling a
- * request) and children forked outside windows (the node's own
+ * A poll (WNOHANG) is ordered so wherever it is made: a server's timers
+ * run in the window of whatever it read last in the same pass of its
+ * loop.  Ends learned by a blocking wait inside a window (while handling
+ * a request) and children forked outside windows (the node's own
  * snapshots) are not logged: they pass through as before. */
 #ifndef APUS_INPUT_CHILD_H
 #define APUS_INPUT_CHILD_H
