@@ -104,18 +104,14 @@ APUS_EXPORT FILE *fopen(const char *path, const char *mode)
 {
 	FILE *f = device_stream(path, mode);
 
-	if (f)
-		return f;
 	real_resolve();
-	return real.fopen(path, mode);
+	return f ? f : real.fopen(path, mode);
 }
 
 APUS_EXPORT FILE *fopen64(const char *path, const char *mode)
 {
 	FILE *f = device_stream(path, mode);
 
-	if (f)
-		return f;
 	real_resolve();
-	return real.fopen64(path, mode);
+	return f ? f : real.fopen64(path, mode);
 }

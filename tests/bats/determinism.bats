@@ -56,6 +56,18 @@ function same_everywhere() {
 	[ "$times" = 1 ] || { echo "EXPIRE deadlines differ: $(pexpiretimes "px:$1:9")" >&2; return 1; }
 }
 
+# failover_and_back - kill -9 the leader's server, wait for a new leader,
+# bring the old one back as a backup.
+function failover_and_back() {
+	local lead
+	lead=$(leader_id)
+	kill -KILL "$(redis_pid "$lead")"
+	wait_new_leader "$lead"
+	run timeout 60 "$APUS" start --config "$CONF" --node "$lead" 3>&-
+	assert_eq "$status" 0 "apus start --node $lead: $output"
+	retry 100 0.2 all_backups >/dev/null || fail "node $lead did not come back: $(status_json)"
+}
+
 @test "XADD *, TIME in a script, SET EX and EXPIRE: the same on every replica" {
 	clock_writes a
 	same_everywhere a || fail "replicas differ: $(digests)"
@@ -65,15 +77,10 @@ function same_everywhere() {
 }
 
 @test "after a failover the stream's IDs go on increasing and every replica agrees" {
-	local lead last first
+	local last first
 	clock_writes b
 	last=$(admin "$(leader_id)" XREVRANGE st:b + - COUNT 1 | head -n 1)
-	lead=$(leader_id)
-	kill -KILL "$(redis_pid "$lead")"
-	wait_new_leader "$lead"
-	run timeout 60 "$APUS" start --config "$CONF" --node "$lead" 3>&-
-	assert_eq "$status" 0 "apus start --node $lead: $output"
-	retry 100 0.2 all_backups >/dev/null || fail "node $lead did not come back: $(status_json)"
+	failover_and_back
 	clock_writes b
 	first=$(admin "$(leader_id)" XRANGE st:b - + | grep -E '^[0-9]+-[0-9]+$' | sed -n 51p)
 	[ "${first%-*}" -ge "${last%-*}" ] || fail "IDs went back: $last then $first"
@@ -203,14 +210,9 @@ function forks() {
 }
 
 @test "after a failover and a restart from a recovery point, the replicas still draw alike" {
-	local lead victim
+	local victim
 	random_writes rb small
-	lead=$(leader_id)
-	kill -KILL "$(redis_pid "$lead")"
-	wait_new_leader "$lead"
-	run timeout 60 "$APUS" start --config "$CONF" --node "$lead" 3>&-
-	assert_eq "$status" 0 "apus start --node $lead: $output"
-	retry 100 0.2 all_backups >/dev/null || fail "node $lead did not come back: $(status_json)"
+	failover_and_back
 	random_writes rc small
 	random_same rc small || fail "replicas differ after a failover: $(digests)"
 	victim=$(backups | head -n 1)
