@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -108,14 +107,6 @@ static pid_t hand_over(struct child *k, int *status, struct rusage *ru)
 		*ru = k->ru;
 	forget(k);
 	return pid;
-}
-
-int input_child_count(void)
-{
-	pthread_mutex_lock(&lock);
-	int n = nkids;
-	pthread_mutex_unlock(&lock);
-	return n;
 }
 
 void input_child_forked(pid_t pid, uint64_t forked_at)
@@ -302,12 +293,10 @@ pid_t input_child_wait(struct node *n, pid_t pid, int *status, int options, stru
 	}
 }
 
-int input_child_due(struct node *n, uint64_t forked_at, uint64_t idx, uint64_t stamp,
-		    uint64_t waited_ns)
+int input_child_due(uint64_t forked_at, uint64_t idx, uint64_t stamp, uint64_t waited_ns)
 {
 	int done;
 
-	(void)n;
 	pthread_mutex_lock(&lock);
 	if (due_at != forked_at || due_idx != idx) {
 		if (!by_fork(forked_at)) {

@@ -49,10 +49,6 @@ pid_t input_child_wait(struct node *n, pid_t pid, int *status, int options, stru
  * forked at FORKED_AT: 1 when the server has had the end (or this
  * replica has no such child), 0 while it waits; after CHILD_WAIT_NS the
  * end goes to the server whenever it asks, and this returns 1. */
-int input_child_due(struct node *n, uint64_t forked_at, uint64_t idx, uint64_t stamp,
-		    uint64_t waited_ns);
-
-/* The children this process knows of, for the tests. */
-int input_child_count(void);
+int input_child_due(uint64_t forked_at, uint64_t idx, uint64_t stamp, uint64_t waited_ns);
 
 #endif
