@@ -6,6 +6,9 @@
 #   make test-asan    every test with libapus.so and the CLI under ASan+UBSan
 #   make demo         a local 3-replica replicated Redis with a short workload
 #   make bench        benchmarks (see BENCHMARKS.md)
+#   make soak         the soaks (tests/soak/): minutes each
+#   make redis-suite  Redis's own Tcl suite against an apus leader, digests
+#                     compared after every unit (scripts/redis-suite.sh)
 #   make install      PREFIX=/usr/local DESTDIR= (also SYSCONFDIR=/etc,
 #                     SYSTEMD_UNIT_DIR, MANDIR, DOCDIR): the CLI, libapus.so,
 #                     the systemd unit apus@.service, apus(1), the example
@@ -210,6 +213,10 @@ bench: all $(BUILD)/bench/consensus
 soak: all
 	@runs=$${SOAK_RUNS:-1}; for i in $$(seq $$runs); do bats tests/soak/*.bats || exit 1; done
 
+# Redis's own suite against the leader (fetches Debian's redis source once).
+redis-suite: all
+	bash scripts/redis-suite.sh
+
 # Debian's layout with PREFIX=/usr: the config in /etc/apus, units in
 # /lib/systemd/system; the data (/var/lib/apus) and pid files (/run/apus)
 # are the unit's StateDirectory and RuntimeDirectory.
@@ -273,7 +280,7 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all unit test test-full test-asan demo bench soak install uninstall clean fuzz fuzz-check fuzz-seeds
+.PHONY: all unit test test-full test-asan demo bench soak redis-suite install uninstall clean fuzz fuzz-check fuzz-seeds
 
 -include $(CORE_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(CLI_OBJ:.o=.d) \
 	$(wildcard $(FUZZ_BUILD)/obj/*/*.d)

@@ -11,12 +11,17 @@
 #                     guards bring them back) and apus stop + apus start:
 #                     seconds until a leader serves every item, and until
 #                     every node is back and recoverable
+#   CRIU              apus checkpoint of a backup before the kill (what the
+#                     guard takes every checkpoint_interval_s): how long
+#                     the dump froze the server, and the images' size
 #   leader throughput loadgen sets through the leader with recovery points
-#                     taken every snapshot_log_bytes (a quarter of the log)
-#                     and with none (no snapshot_cmd): the ratio
+#                     taken every snapshot_log_bytes (a quarter of the log),
+#                     with none (no snapshot_cmd), and with none but a
+#                     backup checkpointed by CRIU back to back: the ratios
 #
-#   apps/memcached/recovery-bench.sh [ITEMS] [SIZE]
-#     ITEMS  items written (default 100000), SIZE bytes each (default 1000)
+#   apps/memcached/recovery-bench.sh [ITEMS] [SIZE] [LOG]
+#     ITEMS  items written (default 100000), SIZE bytes each (default 1000),
+#     LOG    the log's size (default 16M); 1 GB of items: 65536 16384 256M
 #
 # Every item written is checked on every replica after each restart
 # (digest.py --all: same digest, ITEMS items).  Ports 19940-19959 (apus
@@ -27,25 +32,25 @@ cd "$(dirname "$0")/../.."
 case ${1:-} in -h | --help) sed -n '2,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;; esac
 items=${1:-100000}
 size=${2:-1000}
-[[ "$items" =~ ^[1-9][0-9]*$ && "$size" =~ ^[1-9][0-9]*$ ]] ||
-	{ echo "usage: apps/memcached/recovery-bench.sh [ITEMS] [SIZE]" >&2; exit 2; }
+log=${3:-16M}
+[[ "$items" =~ ^[1-9][0-9]*$ && "$size" =~ ^[1-9][0-9]*$ && "$log" =~ ^[1-9][0-9]*[KMG]?$ ]] ||
+	{ echo "usage: apps/memcached/recovery-bench.sh [ITEMS] [SIZE] [LOG]" >&2; exit 2; }
 make -s all bench-bin
 apus=build/bin/apus
 loadgen=build/bench/loadgen
 mc=apps/memcached
 work=$(mktemp -d /tmp/apus-mc-rbench-XXXXXX)
 mem=$((items * (size + 100) / 1000000 * 2 + 64))	# -m: items never evicted
-log=16M
 
 # The shipped config on this script's ports, in its work directory.
 conf=$work/shm.conf
-sed -e "s#/tmp/apus-memcached/#$work/shm/#" -e 's/= 730\([123]\)$/= 1994\1/' \
+sed -e "s#/tmp/apus-memcached/#$work/#" -e 's/= 730\([123]\)$/= 1994\1/' \
 	-e 's/1731{node}/1995{node}/g' -e '/^metrics_port/d' -e "s/^log_size .*/log_size = $log/" \
 	-e 's/^cluster .*/cluster = mcrbench/' -e "s/ -m 64 / -m $mem /" -e '/^verify_cmd/d' \
 	-e "s#{config_dir}#$PWD/$mc#g" $mc/cluster-shm.conf >"$conf"
 
-now_ms() { date +%s%3N; }
-since() { local t=$(($(now_ms) - $1)); printf '%d.%d' $((t / 1000)) $((t % 1000 / 100)); }
+# shellcheck source=../../scripts/bench/recovery-lib.bash
+. scripts/bench/recovery-lib.bash
 bare() { # PORT: start a bare memcached, wait until it answers
 	memcached -p "$1" -l "127.0.0.1:$1" -U 0 -t 4 -u root -m "$mem" -c 1024 3>&- &
 	echo $! >"$work/bare.$1"
@@ -62,41 +67,21 @@ fill() { # HOST PORT: ITEMS distinct items of SIZE bytes
 		{ cat "$work/fill.out" >&2; return 1; }
 }
 count() { python3 $mc/digest.py --port "$1" --all 2>/dev/null | cut -d' ' -f2; }
-leader_addr() {
-	"$apus" status --config "$conf" --json 2>/dev/null | tr -d ' \t\r\n' |
-		grep -o '{[^{}]*"role":"leader"[^{}]*}' | grep -o '"app_addr":"[^"]*"' | cut -d'"' -f4
-}
 serving() { # a leader answers and holds WANT items
 	local a n
-	a=$(leader_addr) && [ -n "$a" ] || return 1
+	a=$(leader_addr) || return 1
 	n=${a##*:}
 	[ "$(count $((19950 + n - 19941)))" = "$want" ]
 }
 all_back() { # every node recoverable, one leader, equal digests of WANT items
-	local j d first=""
-	j=$("$apus" status --config "$conf" --json 2>/dev/null | tr -d ' \t\r\n') || return 1
-	[ "$(grep -o '"recoverable":true' <<<"$j" | wc -l)" -eq 3 ] || return 1
-	[ "$(grep -o '"role":"leader"' <<<"$j" | wc -l)" -eq 1 ] || return 1
+	local d first=""
+	all_recoverable || return 1
 	for n in 0 1 2; do
 		d=$(python3 $mc/digest.py --port $((19950 + n)) --all 2>/dev/null) || return 1
 		[ "${d#* }" = "$want" ] || return 1
 		[ -z "$first" ] && first=$d
 		[ "$d" = "$first" ] || return 1
 	done
-}
-wait_for() { # CHECK: seconds (one decimal) until CHECK holds; 600 s at most
-	local t0 t
-	t0=$(now_ms)
-	until "$1"; do
-		[ $(($(now_ms) - t0)) -lt 600000 ] || { echo "timeout"; return 0; }
-		sleep 0.1
-	done
-	t=$(($(now_ms) - t0))
-	printf '%d.%d' $((t / 1000)) $((t % 1000 / 100))
-}
-kill_all() {
-	local d
-	for d in "$work"/shm/node*; do kill -KILL "$(cat "$d/apus.pid")" 2>/dev/null || true; done
 }
 cleanup() {
 	unbare 19945
@@ -107,12 +92,10 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-row() { printf '| %s | %s |\n' "$1" "$2"; }
 
 echo "memcached recovery, $items items of $size B (-m $mem), log $log; $(nproc) cores, $(date -u +%F)"
 echo
-echo "| what | seconds |"
-echo "|---|---|"
+table_head
 # Bare: the server's own cold start, then with load.py.
 t0=$(now_ms); bare 19945; row "bare memcached cold start (empty)" "$(since "$t0")"
 fill 127.0.0.1 19945
@@ -133,30 +116,29 @@ a=$(leader_addr)
 fill "${a%:*}" "${a##*:}"
 want=$(count $((19950 + ${a##*:} - 19941)))
 sleep 5	# the backups' snapshots of the last quarter log
+b=$(( ($(leader_node) + 1) % 3 ))
+read -r dump_ms image_mb < <(checkpoint_backup "$b")
+row "CRIU checkpoint of a backup (as the guard takes them): the dump, server frozen ($image_mb MB of images)" "$(awk -v m="$dump_ms" 'BEGIN { printf "%.1f", m / 1000 }')"
 kill_all
 row "apus, kill -9 of all: a leader serves all $want items" "$(wait_for serving)"
 row "apus, kill -9 of all: every node back, equal" "$(wait_for all_back)"
-t0=$(now_ms)
-"$apus" stop --config "$conf" >/dev/null 3>&-
-"$apus" start --config "$conf" >/dev/null 3>&-
-row "apus stop + apus start: apus start returns" "$(since "$t0")"
+row "apus stop + apus start: apus start returns" "$(stop_start)"
 row "apus stop + apus start: then a leader serves all items" "$(wait_for serving)"
 row "apus stop + apus start: then every node back, equal" "$(wait_for all_back)"
 "$apus" stop --config "$conf" >/dev/null 3>&-
 
-# Leader throughput, recovery points taken (a snapshot per quarter log)
-# and none (no snapshot_cmd), each on a fresh cluster.
-rps() { # CONF -> loadgen's requests/s of ITEMS sets through the leader
-	local a
-	"$apus" start --config "$1" >/dev/null 3>&-
-	a=$(conf=$1 leader_addr)
-	"$loadgen" --proto memcached --host "${a%:*}" --port "${a##*:}" --op set --clients 20 \
+# Leader throughput, each on a fresh cluster: recovery points taken (a
+# snapshot per quarter log), none (no snapshot_cmd), and none but a backup
+# checkpointed with CRIU back to back.
+sets() { # HOST PORT -> loadgen's requests/s of ITEMS sets
+	"$loadgen" --proto memcached --host "$1" --port "$2" --op set --clients 20 \
 		--requests "$items" --keyspace "$items" --size "$size" --seed 4 | grep -o 'rps=[0-9.]*' | cut -d= -f2
-	"$apus" stop --config "$1" >/dev/null 3>&-
 }
-sed -e '/^snapshot_/d' -e 's/^cluster .*/cluster = mcrbench-none/' -e "s#$work/shm/#$work/none/#" "$conf" >"$work/none.conf"
-rm -rf "$work/shm"
-on=$(rps "$conf")
-off=$(rps "$work/none.conf")
+sed -e '/^snapshot_/d' -e 's/^cluster .*/cluster = mcrbench-none/' -e "s#$work/node#$work/none/node#" "$conf" >"$work/none.conf"
+rm -rf "$work"/node*
+on=$(on_fresh_cluster "$conf" sets)
+off=$(on_fresh_cluster "$work/none.conf" sets)
+rm -rf "$work/none"
+ckpt=$(on_fresh_cluster "$work/none.conf" ckpt sets)
 echo
-echo "leader sets/s: recovery points taken $on, none $off: ratio $(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.2f", a / b }')"
+echo "leader sets/s: none $off; recovery points taken $on (ratio $(ratio "$on" "$off")); a backup checkpointed back to back $ckpt (ratio $(ratio "$ckpt" "$off"))"
