@@ -7,7 +7,8 @@
 # and what the benchmark suite compares against or
 # draws with (etcd, gnuplot), apps/mariadb's server, client and sysbench, and
 # apps/memcached's memcached and libmemcached-tools (memcslap); psmisc's
-# fuser (tests/run.sh leaves the regions another run maps alone).
+# fuser (tests/run.sh leaves the regions another run maps alone); tcl, jq
+# and dpkg-dev for make redis-suite (Redis's own suite, from Debian's source).
 # Idempotent: does nothing when all are present.
 set -euo pipefail
 
@@ -24,6 +25,7 @@ PKGS=(
 	mariadb-server mariadb-client sysbench
 	memcached libmemcached-tools
 	psmisc
+	tcl jq dpkg-dev
 )
 
 log() { echo "install-deps: $*"; }

@@ -133,16 +133,6 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 st() { "$apus" status --config "$conf" --json 2>/dev/null; }
-"$apus" start --config "$conf" >"$work/start.out" 2>&1 || { cat "$work/start.out" >&2; die "apus start failed"; }
-for ((i = 0; ; i++)); do
-	j=$(st) || j='{}'
-	[ "$(jq -r '[.nodes[]? | select(.role=="leader")] | length' <<<"$j")" = 1 ] &&
-		[ "$(jq -r '[.nodes[]? | select(.role=="leader" or .role=="backup")] | length' <<<"$j")" = 3 ] && break
-	[ $i -lt 600 ] || die "no leader and two backups after 60 s (apus status --config $conf)"
-	sleep 0.1
-done
-leader=$(jq -r '.nodes[] | select(.role=="leader") | .app_addr' <<<"$j")
-echo "redis-suite: redis $ver suite at $suite; leader $leader; config $conf"
 
 pids() { st | jq -r '[.nodes[] | "\(.id):\(.pid)"] | join(" ")'; }
 divs() { st | jq -r '[.nodes[] | .divergences // 0] | add'; }
@@ -162,14 +152,23 @@ cluster_ready() {
 		[ "$(jq -r '[.nodes[]? | select(.role=="leader" or .role=="backup")] | length' <<<"$j")" = 3 ]
 }
 leadership() { st | jq -r '"node \(.leader // "none") view \(.view)"'; }
+# await_cluster WHEN - cluster_ready within 60 s, or die.
+await_cluster() {
+	local i
+	for ((i = 0; ; i++)); do
+		cluster_ready && return 0
+		[ $i -lt 600 ] || die "no leader and two backups after 60 s$1 (apus status --config $conf)"
+		sleep 0.1
+	done
+}
+
+"$apus" start --config "$conf" >"$work/start.out" 2>&1 || { cat "$work/start.out" >&2; die "apus start failed"; }
+await_cluster ""
+echo "redis-suite: redis $ver suite at $suite; leader $(jq -r '.nodes[] | select(.role=="leader") | .app_addr' <<<"$j"); config $conf"
 
 rc=0
 for u in "${units[@]}"; do
-	for ((i = 0; ; i++)); do
-		cluster_ready && break
-		[ $i -lt 600 ] || die "no leader and two backups after 60 s before $u (apus status --config $conf)"
-		sleep 0.1
-	done
+	await_cluster " before $u"
 	leader=$(jq -r '.nodes[] | select(.role=="leader") | .app_addr' <<<"$j")
 	p0=$(pids) d0=$(divs) r0=$(restarts) l0=$(leadership)
 	out=$work/$(tr / _ <<<"$u").out
