@@ -78,8 +78,8 @@ if [ "$cmd" = write ]; then
 	exit 0
 fi
 
-# shellcheck source=apps/mariadb/nodes.sh
-. "$(dirname "$0")/nodes.sh"
+# shellcheck source=scripts/node-dirs.sh
+. "$(dirname "$0")/../../scripts/node-dirs.sh"
 mapfile -t nodes < <(node_dirs "$config")
 acked=$(grep -c '^ok ' "$log" || true)
 tried=$(grep -cE '^(ok|fail) ' "$log" || true)

@@ -27,8 +27,8 @@ done
 [ -n "$config" ] && [ -f "$config" ] || { echo "checksum.sh: --config FILE is required" >&2; exit 2; }
 
 # "<id> <data_dir>" for every [node N] section.
-# shellcheck source=apps/mariadb/nodes.sh
-. "$(dirname "$0")/nodes.sh"
+# shellcheck source=scripts/node-dirs.sh
+. "$(dirname "$0")/../../scripts/node-dirs.sh"
 mapfile -t nodes < <(node_dirs "$config")
 sock_of() { echo "$1/mysqld.sock"; }
 q() { timeout 60 mariadb --no-defaults -S "$1" -u root -N -B -e "$2" 2>/dev/null; }

@@ -36,8 +36,8 @@ done
 PATH=$PATH:/usr/sbin
 
 # The data_dir of every [node N] section, relative ones from the config's folder.
-# shellcheck source=apps/mariadb/nodes.sh
-. "$(dirname "$0")/nodes.sh"
+# shellcheck source=scripts/node-dirs.sh
+. "$(dirname "$0")/../../scripts/node-dirs.sh"
 mapfile -t dirs < <(node_dirs "$config" | cut -d' ' -f2-)
 [ "${#dirs[@]}" -gt 0 ] || { echo "init.sh: no [node N] with a data_dir in $config" >&2; exit 1; }
 for i in "${!dirs[@]}"; do

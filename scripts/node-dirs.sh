@@ -1,4 +1,5 @@
-# Sourced by apps/mariadb's scripts.  node_dirs CONFIG: one line
+# shellcheck shell=bash
+# Sourced by the apps' scripts (apps/mariadb, apps/openldap).  node_dirs CONFIG: one line
 # "<id> <data_dir>" per [node N] section of CONFIG, relative data_dirs
 # taken from the config's folder (as apus does).
 node_dirs() {
