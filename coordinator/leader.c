@@ -18,7 +18,6 @@
 #include "members.h"
 #include "metrics.h"
 #include "node_internal.h"
-#include "region_mail.h"
 #include "region_status.h"
 #include "region_wire.h"
 #include "replay.h"
@@ -802,7 +801,7 @@ void leader_run(struct node *n, int takeover)
 	free(n->member_pending_text);
 	n->member_pending_text = NULL;
 	n->member_pending = 0;
-	store64(&region_mail(n->ctl)->member_pending, 0);
+	store64(&n->status->member_pending, 0);
 	n->status->ready = 0;
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED) && !deposed(n)) {
 		/* Acks may arrive while no proposer waits (commit_wait = reply). */

@@ -80,7 +80,7 @@ int members_load(struct node *n, char *err, size_t errlen)
 		rc = -1;
 		goto out;
 	}
-	region_mail(n->ctl)->members_idx = 0;
+	n->status->members_idx = 0;
 	if (members_file_read(&n->cfg, n->self, text, MEMBERS_TEXT_MAX, &len, &idx) == 0) {
 		int had = config_format_members(&n->cfg, mine, MEMBERS_TEXT_MAX);
 
@@ -96,7 +96,7 @@ int members_load(struct node *n, char *err, size_t errlen)
 			pr_warn("%s is not the membership agreed at entry %llu: following the "
 				"agreed one (%s)", n->cfg.path, (unsigned long long)idx, why);
 		}
-		region_mail(n->ctl)->members_idx = idx;
+		n->status->members_idx = idx;
 	}
 	set_masks(n);
 out:
@@ -110,12 +110,12 @@ void members_adopt(struct node *n, const char *text, size_t len, uint64_t idx)
 	char why[512];
 	uint32_t before = __atomic_load_n(&n->members, __ATOMIC_ACQUIRE);
 
-	if (idx <= region_mail(n->ctl)->members_idx)
+	if (idx <= n->status->members_idx)
 		return;	/* in force already: executed again after a restart */
 	if (config_parse_members(&n->cfg, text, len, why, sizeof(why))) {
 		pr_err("entry %llu: the membership in it is not valid here (%s); keeping the "
 		       "one of entry %llu", (unsigned long long)idx, why,
-		       (unsigned long long)region_mail(n->ctl)->members_idx);
+		       (unsigned long long)n->status->members_idx);
 		return;
 	}
 	int rc = members_file_write(&n->cfg, n->self, text, len, idx);
@@ -124,7 +124,7 @@ void members_adopt(struct node *n, const char *text, size_t len, uint64_t idx)
 		       "membership until it executes this entry again)", MEMBERS_FILE,
 		       n->cfg.nodes[n->self].data_dir, strerror(-rc));
 	set_masks(n);
-	store64(&region_mail(n->ctl)->members_idx, idx);
+	store64(&n->status->members_idx, idx);
 	describe(&n->cfg, why, sizeof(why));
 	pr_info("membership of entry %llu in force: %s (majority %d of %d voters)",
 		(unsigned long long)idx, why, __atomic_load_n(&n->quorum, __ATOMIC_RELAXED),
@@ -223,7 +223,7 @@ static int propose(struct node *n, const struct apus_config *want, uint64_t *idx
 	n->member_pending = *idx;
 	n->member_pending_text = text;
 	n->member_pending_len = strlen(text);
-	store64(&region_mail(n->ctl)->member_pending, *idx);
+	store64(&n->status->member_pending, *idx);
 	describe(want, why, whylen);
 	pr_info("proposed membership entry %llu: %s", (unsigned long long)*idx, why);
 	return 0;
@@ -290,7 +290,7 @@ void members_poll(struct node *n)
 		free(n->member_pending_text);
 		n->member_pending_text = NULL;
 		n->member_pending = 0;
-		store64(&region_mail(n->ctl)->member_pending, 0);
+		store64(&n->status->member_pending, 0);
 	}
 	if (node_role(n) != ROLE_LEADER)
 		return;

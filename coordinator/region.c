@@ -28,12 +28,14 @@
  * none running into the next. */
 _Static_assert(sizeof(struct region_ctl) <= REGION_STATUS_OFF,
 	       "the wire part runs into the status page");
-_Static_assert(REGION_STATUS_OFF + sizeof(struct node_status) <= REGION_MAIL_OFF,
-	       "the status page runs into the mailboxes");
-_Static_assert(REGION_MAIL_OFF + sizeof(struct region_mail) <= REGION_OWNER_OFF,
-	       "the mailboxes run into the owner");
-_Static_assert(REGION_OWNER_OFF + REGION_OWNER_SIZE <= REGION_CTL_SIZE, "control page overflows");
-_Static_assert(REGION_STATUS_OFF % 8 == 0 && REGION_MAIL_OFF % 8 == 0, "a part is not aligned");
+_Static_assert(REGION_STATUS_OFF + REGION_STATUS_SIZE <= REGION_OWNER_OFF,
+	       "the status page runs into the owner");
+_Static_assert(REGION_OWNER_OFF + REGION_OWNER_SIZE <= REGION_MAIL_OFF,
+	       "the owner runs into the mailboxes");
+_Static_assert(REGION_MAIL_OFF + sizeof(struct region_mail) <= REGION_CTL_SIZE,
+	       "the mailboxes overflow the control page");
+_Static_assert(REGION_STATUS_OFF % 8 == 0 && REGION_OWNER_OFF % 8 == 0 && REGION_MAIL_OFF % 8 == 0,
+	       "a part is not aligned");
 
 /* Copies the log and the durable words of the region file at PATH (if it
  * is a valid region of SIZE bytes for NODE) into the new mapping M.  Only

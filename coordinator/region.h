@@ -13,12 +13,13 @@
  *   0                  struct region_ctl: the wire   region_wire.h    the node; each
  *                      ABI (header, durable words,                    peer its slots
  *                      log hint, peer slots, bell)
- *   REGION_STATUS_OFF  struct node_status            region_status.h  the node
+ *   REGION_STATUS_OFF  struct node_status, and room  region_status.h  the node
+ *                      to grow to REGION_STATUS_SIZE
+ *   REGION_OWNER_OFF   the data directory that       (here)           region_create
+ *                      links to the file
  *   REGION_MAIL_OFF    struct region_mail            region_mail.h    the guard and the
  *                                                                     CLI ask, the node
  *                                                                     answers
- *   REGION_OWNER_OFF   the data directory that       (here)           region_create
- *                      links to the file
  *
  * region.c checks that they do not overlap.  This header is the region's
  * file and its mappings; it includes none of the parts. */

@@ -2,7 +2,9 @@
  * CLI post to the node, in words they write, and the node's answers, in
  * words it writes; each struct says which side writes which word.  No peer
  * writes here (region_peer_may_write).  They lie at REGION_MAIL_OFF of the
- * control page (region.h has the map). */
+ * control page (region.h has the map).  A new mailbox goes at the end of
+ * struct region_mail, as a status field does (region_status.h); one in
+ * use is never changed in place. */
 #ifndef APUS_REGION_MAIL_H
 #define APUS_REGION_MAIL_H
 
@@ -79,15 +81,10 @@ struct region_mail {
 	struct ckpt_words ckpt;
 	struct verify_words verify;
 	struct member_words member;
-	/* The entry whose membership is in force here (0: the config
-	 * file's), and the leader's change proposed but not yet in force
-	 * (0: none).  Written by the node. */
-	uint64_t members_idx;
-	uint64_t member_pending;
 };
 
 /* Where the mailboxes start in the control page. */
-#define REGION_MAIL_OFF 3680
+#define REGION_MAIL_OFF 4864
 
 /* The mailboxes of the control page CTL; const when CTL is. */
 #define region_mail(ctl)                                                                     \

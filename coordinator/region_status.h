@@ -4,7 +4,13 @@
  * (checks.h) and the guard.  Written by the node only; no peer writes here
  * (region_peer_may_write).  It lies at REGION_STATUS_OFF of the control
  * page (region.h has the map).  `pid` and `role` are read by the peers on
- * this host too (transport_shm.c) and by region_collect. */
+ * this host too (transport_shm.c) and by region_collect.
+ *
+ * A new field goes at the end of struct node_status, in the room up to
+ * REGION_STATUS_SIZE: no field before it moves, so nothing else in the
+ * page does, and there is no version to bump (a new field reads 0 in a
+ * page that predates it: a region starts zeroed).  A field is never moved
+ * or removed in place; one that retires becomes padding. */
 #ifndef APUS_REGION_STATUS_H
 #define APUS_REGION_STATUS_H
 
@@ -125,10 +131,21 @@ struct node_status {
 	 * execute its log (leader.c: leader_catch_up), and why it last did. */
 	uint64_t stepdowns;
 	char stepdown_reason[256];
+	/* The entry whose membership is in force here (0: the config
+	 * file's), and the leader's change proposed but not yet in force
+	 * (0: none).  Written by the node (members.c); members_idx is read
+	 * back by it, so a membership entry executed again is not adopted
+	 * twice. */
+	uint64_t members_idx;
+	uint64_t member_pending;
 };
 
-/* Where the status page starts in the control page. */
+/* Where the status page starts in the control page, and how far it may
+ * grow (region.h has the map). */
 #define REGION_STATUS_OFF 2088
+#define REGION_STATUS_SIZE 2208
+
+_Static_assert(sizeof(struct node_status) <= REGION_STATUS_SIZE, "the status page is full");
 
 /* The status page of the control page CTL; const when CTL is. */
 #define region_status(ctl)                                                                   \

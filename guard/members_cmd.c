@@ -193,7 +193,7 @@ static uint64_t leader_pending(const struct change *ch)
 	int leader = local_leader(&ch->c.cfg);
 
 	if (leader >= 0 && (ctl = region_map_ctl(&ch->c.cfg, leader))) {
-		pending = load64(&region_mail(ctl)->member_pending);
+		pending = load64(&region_status(ctl)->member_pending);
 		region_unmap_ctl(ctl);
 	}
 	return pending;

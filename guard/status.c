@@ -7,7 +7,6 @@
 #include "../coordinator/members.h"
 #include "../coordinator/recovery.h"
 #include "../coordinator/region.h"
-#include "../coordinator/region_mail.h"
 #include "../coordinator/region_status.h"
 #include "cli.h"
 #include "owner.h"
@@ -227,11 +226,11 @@ static void read_membership(const struct apus_config *cfg, struct cluster_view *
 		const struct region_ctl *ctl = v->rows[i].up ? region_map_ctl(cfg, i) : NULL;
 		if (!ctl)
 			continue;
-		const struct region_mail *m = region_mail(ctl);
-		if (load64(&m->members_idx) > v->members_entry)
-			v->members_entry = load64(&m->members_idx);
+		const struct node_status *s = region_status(ctl);
+		if (load64(&s->members_idx) > v->members_entry)
+			v->members_entry = load64(&s->members_idx);
 		if (i == v->leader)
-			v->pending = load64(&m->member_pending);
+			v->pending = load64(&s->member_pending);
 		region_unmap_ctl(ctl);
 	}
 	if (!members_steps_left(cfg, v->change, sizeof(v->change)) && v->pending)
