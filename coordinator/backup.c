@@ -10,10 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "atomic64.h"
 #include "futex.h"
 #include "logger.h"
 #include "members.h"
 #include "node_internal.h"
+#include "region_status.h"
+#include "region_wire.h"
 #include "replay.h"
 #include "spin.h"
 
@@ -74,11 +77,11 @@ static uint64_t backoff_ns(struct backup *b, int l)
  * a copy made for it answers (older sync words in our region do not). */
 static void rejoin(struct backup *b)
 {
-	uint64_t last = load64(&b->n->ctl->status.join_seq);
+	uint64_t last = load64(&b->n->status->join_seq);
 
 	b->synced = 0;
 	b->join_seq = (b->join_seq > last ? b->join_seq : last) + 1;
-	store64(&b->n->ctl->status.join_seq, b->join_seq);
+	store64(&b->n->status->join_seq, b->join_seq);
 	b->join_ns = 0;
 	b->snap_told = UINT64_MAX;	/* a new leader knows nothing of it */
 }
@@ -187,15 +190,15 @@ static void take_sync(struct backup *b)
 			b->own_upto = own;
 			return;
 		}
-		if (!n->ctl->status.behind)
+		if (!n->status->behind)
 			pr_err("node %d's log no longer holds entry %llu, the next this server needs: "
 			       "this node must be rebuilt from a peer (apus rebuild --node %d; its "
 			       "guard does it when it runs)",
 			       b->leader, (unsigned long long)n->exec_idx, n->self);
-		n->ctl->status.behind = 1;
+		n->status->behind = 1;
 		return;
 	}
-	n->ctl->status.behind = 0;
+	n->status->behind = 0;
 	/* Past from_idx our log is now the leader's: entries we held there
 	 * may be gone; agreement records the newest again. */
 	node_set_hint(n, 0, 0, 0);
@@ -354,7 +357,7 @@ static void watch_leader(struct backup *b, uint64_t now)
 	uint64_t hb, age;
 
 	if (b->leader < 0) {
-		n->ctl->status.suspects_leader = 0;
+		n->status->suspects_leader = 0;
 		return;
 	}
 	hb = load64(&n->ctl->lead[b->leader].hb);
@@ -373,8 +376,8 @@ static void watch_leader(struct backup *b, uint64_t now)
 		pr_warn("leader node %d suspected: no heartbeat for %llu ms", b->leader,
 			(unsigned long long)age);
 	}
-	n->ctl->status.leader_hb_age_ms = age;
-	n->ctl->status.suspects_leader = (uint32_t)b->suspected;
+	n->status->leader_hb_age_ms = age;
+	n->status->suspects_leader = (uint32_t)b->suspected;
 }
 
 /* The leader's process is gone (its transport says so): no need to wait
@@ -495,7 +498,7 @@ void backup_run(struct node *n)
 	srandom((unsigned)(now ^ (uint64_t)n->self * 7919 ^ (uint64_t)getpid()));
 	spin_window_init(&spin, n->spin_ns, n->spin_max_ns);
 	/* A backup serves no clients: it is ready as soon as it runs. */
-	n->ctl->status.ready = 1;
+	n->status->ready = 1;
 	b.stand_at_ns = now + (uint64_t)n->cfg.suspect_ms * 1000000ULL + backoff_ns(&b, -1);
 	if (start_leader >= 0 && start_leader != n->self)
 		follow(&b, start_leader, n->view, now);
@@ -568,8 +571,8 @@ void backup_run(struct node *n)
 					tell_snapshot(&b);
 				write_leader(&b, offsetof(struct region_ctl, peer[n->self].hb), &now, 8);
 			}
-			n->ctl->status.log_pos = b.pos;
-			n->ctl->status.synced = b.synced && b.leader >= 0;
+			n->status->log_pos = b.pos;
+			n->status->synced = b.synced && b.leader >= 0;
 			node_update_status(n);
 		}
 		if (progress) {

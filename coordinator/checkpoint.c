@@ -12,8 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "atomic64.h"
 #include "logger.h"
 #include "node_internal.h"
+#include "region_mail.h"
+#include "region_status.h"
 #include "replay.h"
 
 /* A hold the guard never released (it died mid-dump) ends after this. */
@@ -23,13 +26,13 @@
 
 void node_checkpoint_init(struct node *n)
 {
-	n->restore_seen = load64(&n->ctl->ckpt.restore_gen);
+	n->restore_seen = load64(&region_mail(n->ctl)->ckpt.restore_gen);
 	/* A fresh region starts with no request pending. */
 }
 
 int node_checkpoint_poll(struct node *n)
 {
-	struct ckpt_words *w = &n->ctl->ckpt;
+	struct ckpt_words *w = &region_mail(n->ctl)->ckpt;
 	uint64_t gen = load64(&w->restore_gen), req;
 	int restored = 0;
 
@@ -37,7 +40,7 @@ int node_checkpoint_poll(struct node *n)
 		n->restore_seen = gen;
 		n->ckpt_hold = 0;
 		/* A fresh start may have written its pid here since the dump. */
-		store64(&n->ctl->status.pid, (uint64_t)getpid());
+		store64(&n->status->pid, (uint64_t)getpid());
 		pr_info("restored from a checkpoint at entry %llu: joining the leader from there",
 			(unsigned long long)n->exec_idx - 1);
 		/* Judged again from the state the server now holds: the image's

@@ -1,4 +1,6 @@
 #include "checks.h"
+#include "region_mail.h"
+#include "region_status.h"
 
 #include <errno.h>
 
@@ -65,8 +67,8 @@ static int get_entry(const struct check_result *e, uint64_t seq, struct check_re
 void checks_record(struct region_ctl *ctl, uint64_t conn_view, uint64_t conn_idx,
 		   const struct out_check *c, int complete)
 {
-	struct node_status *s = &ctl->status;
-	struct verify_words *v = &ctl->verify;
+	struct node_status *s = region_status(ctl);
+	struct verify_words *v = &region_mail(ctl)->verify;
 	struct check_result r = { .conn_view = conn_view, .conn_idx = conn_idx,
 				  .leader_off = c->final_off, .leader_crc = c->final_crc };
 	uint64_t seq = GET(&s->checks) + 1, q;
@@ -104,7 +106,7 @@ int checks_read(const struct node_status *s, uint64_t seq, struct check_result *
 
 void checks_ask(struct region_ctl *ctl, uint64_t q, uint64_t off, uint64_t crc)
 {
-	struct verify_words *v = &ctl->verify;
+	struct verify_words *v = &region_mail(ctl)->verify;
 
 	PUT(&v->want_seq, 0);
 	PUT(&v->want_off, off);
@@ -115,19 +117,21 @@ void checks_ask(struct region_ctl *ctl, uint64_t q, uint64_t off, uint64_t crc)
 
 void checks_unask(struct region_ctl *ctl, uint64_t q)
 {
-	__atomic_compare_exchange_n(&ctl->verify.want_seq, &q, 0, 0, __ATOMIC_RELEASE,
-				    __ATOMIC_RELAXED);
+	struct verify_words *v = &region_mail(ctl)->verify;
+
+	__atomic_compare_exchange_n(&v->want_seq, &q, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
 int checks_answer(const struct region_ctl *ctl, uint64_t q, uint64_t off, uint64_t crc,
 		  struct check_result *out)
 {
+	const struct verify_words *v = &region_mail(ctl)->verify;
 	uint64_t answered;
 	int rc;
 
-	if (!GET(&ctl->verify.answer.seq))
+	if (!GET(&v->answer.seq))
 		return -ENOENT;	/* never answered */
-	rc = get_entry(&ctl->verify.answer, 0, out, &ctl->verify.answered, &answered);
+	rc = get_entry(&v->answer, 0, out, &v->answered, &answered);
 	if (rc)
 		return rc;
 	return answered == q && out->leader_off == off && out->leader_crc == crc ? 0 : -ENOENT;

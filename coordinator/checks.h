@@ -12,7 +12,10 @@
 #include <stdint.h>
 
 #include "../checker/outcheck.h"
-#include "region.h"
+
+struct check_result;
+struct node_status;
+struct region_ctl;
 
 /* Node: records the verdict of C, the check of connection (CONN_VIEW,
  * CONN_IDX) whose output ended (COMPLETE: all of it was absorbed), in

@@ -21,10 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "atomic64.h"
 #include "futex.h"
 #include "logger.h"
 #include "members.h"
 #include "node_internal.h"
+#include "region_status.h"
+#include "region_wire.h"
 
 static uint64_t max_u64(uint64_t a, uint64_t b)
 {
@@ -301,7 +304,7 @@ int election_stand(struct node *n)
 			node_save_durable(n);
 			__atomic_store_n(&n->serving, 0, __ATOMIC_RELEASE);
 			node_set_role(n, ROLE_LEADER, n->self, view);
-			status_add(&n->ctl->status.elections_won, 1);
+			status_add(&n->status->elections_won, 1);
 			pr_info("won view %llu with %d of %d votes", (unsigned long long)view, votes,
 				node_voters(n));
 			return 1;
@@ -311,12 +314,12 @@ int election_stand(struct node *n)
 			break;
 		/* Another candidate with a better log, or a leader already. */
 		if (election_answer(n, 1) || someone_leads(n, view)) {
-			status_add(&n->ctl->status.elections_lost, 1);
+			status_add(&n->status->elections_lost, 1);
 			return 0;
 		}
 		n->ops->wait(n->tp, seen, 1000);
 	}
-	status_add(&n->ctl->status.elections_lost, 1);
+	status_add(&n->status->elections_lost, 1);
 	pr_info("no majority for view %llu (%d vote%s)", (unsigned long long)view, votes,
 		votes == 1 ? "" : "s");
 	node_set_role(n, ROLE_BACKUP, -1, __atomic_load_n(&n->view, __ATOMIC_ACQUIRE));

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "atomic64.h"
 #include "futex.h"
 #include "hook.h"
 #include "input_clock.h"
@@ -17,6 +18,8 @@
 #include "members.h"
 #include "metrics.h"
 #include "node_internal.h"
+#include "region_status.h"
+#include "region_wire.h"
 #include "replay.h"
 
 /* How long a new leader's server may make no progress before the leader
@@ -501,7 +504,7 @@ static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
 	} while (done < len);
 	pthread_mutex_unlock(&n->lock);
 	proposed_idx = m.idx;
-	status_add(&n->ctl->status.proposals, 1);
+	status_add(&n->status->proposals, 1);
 
 	if (ring)
 		leader_ring(n, 0);
@@ -519,7 +522,7 @@ static int commit_wait_timed(struct node *n, struct entry_wait *w, uint64_t t0)
 	int rc = leader_wait(n, entry_committed, (uint64_t)(uintptr_t)w, ring_all);
 
 	if (!rc)
-		metrics_commit_latency(&n->ctl->status, now_ns() - t0);
+		metrics_commit_latency(n->status, now_ns() - t0);
 	return rc;
 }
 
@@ -615,7 +618,7 @@ int node_wait_output(struct node *n)
 	uint64_t t0 = now_ns();
 	int rc = leader_wait(n, all_committed, idx, ring_all);
 	if (!rc)
-		metrics_commit_latency(&n->ctl->status, now_ns() - t0);
+		metrics_commit_latency(n->status, now_ns() - t0);
 	return rc;
 }
 
@@ -703,12 +706,12 @@ static int leader_check_deposed(struct node *n)
 static void leader_step_down(struct node *n, const char *why, int unable)
 {
 	pr_err("stepping down from view %llu: %s", (unsigned long long)n->view, why);
-	snprintf(n->ctl->status.stepdown_reason, sizeof(n->ctl->status.stepdown_reason),
+	snprintf(n->status->stepdown_reason, sizeof(n->status->stepdown_reason),
 		 "view %llu: %s", (unsigned long long)n->view, why);
-	status_add(&n->ctl->status.stepdowns, 1);
+	status_add(&n->status->stepdowns, 1);
 	if (unable) {
 		__atomic_store_n(&n->recoverable, 0, __ATOMIC_RELEASE);
-		n->ctl->status.recoverable = 0;
+		n->status->recoverable = 0;
 	} else {
 		n->no_stand_until_ns = now_ns() + CATCH_UP_STALL_NS;
 	}
@@ -739,7 +742,7 @@ static int leader_can_catch_up(struct node *n, int turns_left)
 	 * failed once is no longer given the benefit): not stuck. */
 	if (mark != n->catch_up_mark || !n->catch_up_ns ||
 	    (!turns_left && n->exec_idx > __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE)) ||
-	    !__atomic_load_n(&n->ctl->status.app_ready, __ATOMIC_ACQUIRE) ||
+	    !__atomic_load_n(&n->status->app_ready, __ATOMIC_ACQUIRE) ||
 	    node_snapshot_loading(n)) {
 		n->catch_up_mark = mark;
 		n->catch_up_ns = now;
@@ -798,8 +801,8 @@ void leader_run(struct node *n, int takeover)
 	free(n->member_pending_text);
 	n->member_pending_text = NULL;
 	n->member_pending = 0;
-	store64(&n->ctl->member_pending, 0);
-	n->ctl->status.ready = 0;
+	store64(&n->status->member_pending, 0);
+	n->status->ready = 0;
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED) && !deposed(n)) {
 		/* Acks may arrive while no proposer waits (commit_wait = reply). */
 		n->ops->poll(n->tp);
@@ -826,23 +829,23 @@ void leader_run(struct node *n, int takeover)
 			__atomic_store_n(&n->applied, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE),
 					 __ATOMIC_RELAXED);
 		uint64_t tail = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
-		n->ctl->status.log_pos = tail;
-		n->ctl->status.reclaim_pos = leader_reclaim_pos(n, tail);
+		n->status->log_pos = tail;
+		n->status->reclaim_pos = leader_reclaim_pos(n, tail);
 		/* No room for an event (node_input_room's headroom), or for a new
 		 * view's NOOP: writes wait for recovery points to free the log;
 		 * apus status says why. */
-		int full = tail + 4ULL * n->cfg.max_entry - n->ctl->status.reclaim_pos > n->log_size;
+		int full = tail + 4ULL * n->cfg.max_entry - n->status->reclaim_pos > n->log_size;
 		if (!full)
-			store64(&n->ctl->status.log_full_ms, 0);
-		else if (!load64(&n->ctl->status.log_full_ms))
-			store64(&n->ctl->status.log_full_ms, realtime_ms());
+			store64(&n->status->log_full_ms, 0);
+		else if (!load64(&n->status->log_full_ms))
+			store64(&n->status->log_full_ms, realtime_ms());
 		/* Ready to serve once a majority (counting us) receives entries
 		 * and our server is up to date; later peers join when they can. */
-		n->ctl->status.ready =
+		n->status->ready =
 			serving && __builtin_popcount(__atomic_load_n(&n->connected, __ATOMIC_ACQUIRE) &
 						      __atomic_load_n(&n->voters, __ATOMIC_ACQUIRE)) +
 						   1 >= __atomic_load_n(&n->quorum, __ATOMIC_ACQUIRE);
-		if (hook_due && n->ctl->status.ready) {
+		if (hook_due && n->status->ready) {
 			hook_due = 0;
 			hook_leader_change(n);
 		}

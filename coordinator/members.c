@@ -9,8 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "atomic64.h"
 #include "logger.h"
 #include "node_internal.h"
+#include "region_mail.h"
+#include "region_status.h"
+#include "region_wire.h"
 #include "sys.h"
 
 int node_votes(const struct node *n, int k)
@@ -76,7 +80,7 @@ int members_load(struct node *n, char *err, size_t errlen)
 		rc = -1;
 		goto out;
 	}
-	n->ctl->members_idx = 0;
+	n->status->members_idx = 0;
 	if (members_file_read(&n->cfg, n->self, text, MEMBERS_TEXT_MAX, &len, &idx) == 0) {
 		int had = config_format_members(&n->cfg, mine, MEMBERS_TEXT_MAX);
 
@@ -92,7 +96,7 @@ int members_load(struct node *n, char *err, size_t errlen)
 			pr_warn("%s is not the membership agreed at entry %llu: following the "
 				"agreed one (%s)", n->cfg.path, (unsigned long long)idx, why);
 		}
-		n->ctl->members_idx = idx;
+		n->status->members_idx = idx;
 	}
 	set_masks(n);
 out:
@@ -106,12 +110,12 @@ void members_adopt(struct node *n, const char *text, size_t len, uint64_t idx)
 	char why[512];
 	uint32_t before = __atomic_load_n(&n->members, __ATOMIC_ACQUIRE);
 
-	if (idx <= n->ctl->members_idx)
+	if (idx <= n->status->members_idx)
 		return;	/* in force already: executed again after a restart */
 	if (config_parse_members(&n->cfg, text, len, why, sizeof(why))) {
 		pr_err("entry %llu: the membership in it is not valid here (%s); keeping the "
 		       "one of entry %llu", (unsigned long long)idx, why,
-		       (unsigned long long)n->ctl->members_idx);
+		       (unsigned long long)n->status->members_idx);
 		return;
 	}
 	int rc = members_file_write(&n->cfg, n->self, text, len, idx);
@@ -120,7 +124,7 @@ void members_adopt(struct node *n, const char *text, size_t len, uint64_t idx)
 		       "membership until it executes this entry again)", MEMBERS_FILE,
 		       n->cfg.nodes[n->self].data_dir, strerror(-rc));
 	set_masks(n);
-	store64(&n->ctl->members_idx, idx);
+	store64(&n->status->members_idx, idx);
 	describe(&n->cfg, why, sizeof(why));
 	pr_info("membership of entry %llu in force: %s (majority %d of %d voters)",
 		(unsigned long long)idx, why, __atomic_load_n(&n->quorum, __ATOMIC_RELAXED),
@@ -145,7 +149,7 @@ void members_adopt(struct node *n, const char *text, size_t len, uint64_t idx)
 /* The answer to request SEQ. */
 static void answer(struct node *n, uint64_t seq, uint64_t idx, int err, const char *why)
 {
-	struct member_words *w = &n->ctl->member;
+	struct member_words *w = &region_mail(n->ctl)->member;
 
 	store64(&w->idx, idx);
 	__atomic_store_n(&w->err, (int64_t)err, __ATOMIC_RELEASE);
@@ -219,7 +223,7 @@ static int propose(struct node *n, const struct apus_config *want, uint64_t *idx
 	n->member_pending = *idx;
 	n->member_pending_text = text;
 	n->member_pending_len = strlen(text);
-	store64(&n->ctl->member_pending, *idx);
+	store64(&n->status->member_pending, *idx);
 	describe(want, why, whylen);
 	pr_info("proposed membership entry %llu: %s", (unsigned long long)*idx, why);
 	return 0;
@@ -278,7 +282,7 @@ out:
 
 void members_poll(struct node *n)
 {
-	uint64_t seq = load64(&n->ctl->member.want_seq);
+	uint64_t seq = load64(&region_mail(n->ctl)->member.want_seq);
 
 	if (n->member_pending &&
 	    __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) >= n->member_pending) {
@@ -286,11 +290,11 @@ void members_poll(struct node *n)
 		free(n->member_pending_text);
 		n->member_pending_text = NULL;
 		n->member_pending = 0;
-		store64(&n->ctl->member_pending, 0);
+		store64(&n->status->member_pending, 0);
 	}
 	if (node_role(n) != ROLE_LEADER)
 		return;
-	if (seq && seq != load64(&n->ctl->member.answered)) {
+	if (seq && seq != load64(&region_mail(n->ctl)->member.answered)) {
 		handle_request(n, seq);
 		return;
 	}

@@ -26,6 +26,9 @@
 #include "logger.h"
 #include "netaddr.h"
 #include "node_internal.h"
+#include "region_mail.h"
+#include "region_status.h"
+#include "region_wire.h"
 #include "sys.h"
 
 #define MAX_CLIENTS 8
@@ -129,7 +132,8 @@ size_t metrics_render(const struct apus_config *cfg, int self, const struct regi
 		{ ROLE_CANDIDATE, "candidate" }, { ROLE_DEPOSED, "deposed" },
 		{ ROLE_FAILED, "failed" }, { ROLE_REMOVED, "removed" },
 	};
-	const struct node_status *s = &ctl->status;
+	const struct node_status *s = region_status(ctl);
+	const struct ckpt_words *ck = &region_mail(ctl)->ckpt;
 	struct text t = { buf, cap, 0, 0, "" };
 	int role = __atomic_load_n(&s->role, __ATOMIC_RELAXED);
 	uint64_t commit = get(&s->commit), applied = get(&s->applied), count = 0;
@@ -179,11 +183,11 @@ size_t metrics_render(const struct apus_config *cfg, int self, const struct regi
 	    "Newer views with a known leader this node saw after the first (failovers).",
 	    get(&s->leader_changes));
 	one(&t, "apus_checkpoints_total", "counter", "CRIU checkpoints the guard took of this process.",
-	    get(&ctl->ckpt.taken));
+	    get(&ck->taken));
 	seconds(&t, "apus_checkpoint_duration_seconds", "How long the last checkpoint's dump took.",
-		get(&ctl->ckpt.dump_ms));
+		get(&ck->dump_ms));
 	one(&t, "apus_checkpoint_bytes", "gauge", "Size of the last checkpoint's CRIU images.",
-	    get(&ctl->ckpt.image_bytes));
+	    get(&ck->image_bytes));
 	one(&t, "apus_snapshots_total", "counter", "Snapshots (recovery points) this node took.",
 	    get(&s->snap_count));
 	seconds(&t, "apus_snapshot_duration_seconds", "How long the last snapshot took.",
@@ -194,7 +198,7 @@ size_t metrics_render(const struct apus_config *cfg, int self, const struct regi
 	    s->snap_failures);
 	one(&t, "apus_checkpoint_failures", "gauge",
 	    "CRIU checkpoints of this node that failed in a row (0 after a success).",
-	    get(&ctl->ckpt.failures));
+	    get(&ck->failures));
 	uint64_t full_ms = get(&s->log_full_ms), now_ms = realtime_ms();
 	seconds(&t, "apus_log_full_seconds",
 		"Leader: how long writes have waited for log room, that recovery points free (0: they do not wait).",

@@ -13,9 +13,10 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "region.h"
 
 struct node;
+struct node_status;
+struct region_ctl;
 
 /* Starts node N's endpoint when its metrics_port is set.  Never fails the
  * node: a socket or thread that cannot be had is logged, and that is all. */

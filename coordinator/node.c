@@ -14,10 +14,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomic64.h"
 #include "child_env.h"
 #include "logger.h"
 #include "members.h"
 #include "metrics.h"
+#include "region.h"
+#include "region_status.h"
+#include "region_wire.h"
 #include "replay.h"
 
 /* Spinning only pays while the peer we wait for has a core of its own; on
@@ -68,28 +72,28 @@ void node_set_input_pending(struct node *n, int (*fn)(void))
 void node_app_listening(struct node *n)
 {
 	__atomic_store_n(&n->listen_ns, now_ns(), __ATOMIC_RELEASE);
-	__atomic_store_n(&n->ctl->status.app_listening, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->status->app_listening, 1, __ATOMIC_RELEASE);
 }
 
 void node_app_ready(struct node *n)
 {
-	if (!__atomic_load_n(&n->ctl->status.app_ready, __ATOMIC_RELAXED))
-		__atomic_store_n(&n->ctl->status.app_ready, 1, __ATOMIC_RELEASE);
+	if (!__atomic_load_n(&n->status->app_ready, __ATOMIC_RELAXED))
+		__atomic_store_n(&n->status->app_ready, 1, __ATOMIC_RELEASE);
 }
 
 void node_order_stalled(struct node *n)
 {
-	__atomic_add_fetch(&n->ctl->status.order_stalls, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&n->status->order_stalls, 1, __ATOMIC_RELAXED);
 }
 
 void node_refused_clients(struct node *n, uint64_t count)
 {
-	n->ctl->status.refused_clients = count;
+	n->status->refused_clients = count;
 }
 
 void node_update_status(struct node *n)
 {
-	struct node_status *s = &n->ctl->status;
+	struct node_status *s = n->status;
 
 	s->view = __atomic_load_n(&n->view, __ATOMIC_RELAXED);
 	s->role = node_role(n);
@@ -105,7 +109,7 @@ void node_set_role(struct node *n, int role, int leader, uint64_t view)
 	/* A failover, as this node sees it: a newer view's leader, after the first it knew. */
 	if (leader >= 0 && view + 1 > n->led_views) {
 		if (n->led_views)
-			status_add(&n->ctl->status.leader_changes, 1);
+			status_add(&n->status->leader_changes, 1);
 		n->led_views = view + 1;
 	}
 	__atomic_store_n(&n->view, view, __ATOMIC_RELEASE);
@@ -305,13 +309,13 @@ int node_server_up(struct node *n)
 {
 	/* Replay connects to the server: not before it listens (a restarted
 	 * node gets the whole log before its server is up). */
-	if (!__atomic_load_n(&n->ctl->status.app_listening, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&n->status->app_listening, __ATOMIC_ACQUIRE))
 		return 0;
 	/* Nor before it loaded its snapshot: a server listens before it
 	 * loads, and refuses requests meanwhile (Redis: -LOADING), which
 	 * would drop them.  A server that never waits in epoll_wait() is
 	 * taken as ready after SERVER_LOAD_NS. */
-	return __atomic_load_n(&n->ctl->status.app_ready, __ATOMIC_ACQUIRE) ||
+	return __atomic_load_n(&n->status->app_ready, __ATOMIC_ACQUIRE) ||
 	       now_ns() - __atomic_load_n(&n->listen_ns, __ATOMIC_ACQUIRE) >= SERVER_LOAD_NS;
 }
 
@@ -486,6 +490,7 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 	n->region = base;
 	n->region_size = region_size_for(n->log_size);
 	n->ctl = base;
+	n->status = region_status(n->ctl);
 	n->log = n->region + REGION_CTL_SIZE;
 	rc = wal_open(&n->wal, &n->cfg, self, n->region, &origin);
 	if (rc) {
@@ -549,9 +554,9 @@ fail:
 	/* The mapping stays: the CLI reads the error from it.  The node
 	 * struct goes unless a transport holds it (its threads may run). */
 	if (n->ctl) {
-		n->ctl->status.role = ROLE_FAILED;
-		snprintf(n->ctl->status.error, sizeof(n->ctl->status.error), "%s", err);
-		store64(&n->ctl->status.updated_ms, realtime_ms());
+		n->status->role = ROLE_FAILED;
+		snprintf(n->status->error, sizeof(n->status->error), "%s", err);
+		store64(&n->status->updated_ms, realtime_ms());
 	}
 	if (!n->tp)
 		free(n);

@@ -13,9 +13,11 @@
 #include "config.h"
 #include "entry.h"
 #include "node.h"
-#include "region.h"
+#include "region_wire.h"
 #include "transport.h"
 #include "wal.h"
+
+struct node_status;
 
 struct node {
 	struct apus_config cfg;
@@ -38,6 +40,7 @@ struct node {
 	int region_fd;
 	struct wal wal;		/* the log's durable copy when the region is in memory */
 	struct region_ctl *ctl;
+	struct node_status *status;	/* region_status(ctl): the page it publishes */
 	char *log;		/* region + ctl->log_off */
 	uint64_t log_size;
 

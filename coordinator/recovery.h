@@ -20,7 +20,9 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "region.h"	/* SEED_FILE, SNAPSHOT_FILE */
+
+#define SNAPSHOT_FILE "apus.snapshot"
+#define SEED_FILE "apus.seed"
 
 /* A file in a node's data directory asking it for a recovery point now
  * (a guard about to rebuild a diverged peer from this node's state wants

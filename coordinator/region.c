@@ -16,9 +16,26 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomic64.h"
 #include "filemode.h"
 #include "logger.h"
+#include "region_mail.h"
+#include "region_status.h"
+#include "region_wire.h"
 #include "sys.h"
+
+/* The control page's map (region.h): its parts in order, each aligned,
+ * none running into the next. */
+_Static_assert(sizeof(struct region_ctl) <= REGION_STATUS_OFF,
+	       "the wire part runs into the status page");
+_Static_assert(REGION_STATUS_OFF + REGION_STATUS_SIZE <= REGION_OWNER_OFF,
+	       "the status page runs into the owner");
+_Static_assert(REGION_OWNER_OFF + REGION_OWNER_SIZE <= REGION_MAIL_OFF,
+	       "the owner runs into the mailboxes");
+_Static_assert(REGION_MAIL_OFF + sizeof(struct region_mail) <= REGION_CTL_SIZE,
+	       "the mailboxes overflow the control page");
+_Static_assert(REGION_STATUS_OFF % 8 == 0 && REGION_OWNER_OFF % 8 == 0 && REGION_MAIL_OFF % 8 == 0,
+	       "a part is not aligned");
 
 /* Copies the log and the durable words of the region file at PATH (if it
  * is a valid region of SIZE bytes for NODE) into the new mapping M.  Only
@@ -214,10 +231,10 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fdp
 	ctl->log_size = cfg->log_size;
 	ctl->region_size = size;
 	ctl->incarnation = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-	ctl->status.pid = (uint64_t)getpid();
-	ctl->status.leader = -1;
-	if (strlen(cfg->nodes[node].data_dir) < sizeof(ctl->owner))
-		strcpy(ctl->owner, cfg->nodes[node].data_dir);
+	region_status(ctl)->pid = (uint64_t)getpid();
+	region_status(ctl)->leader = -1;
+	if (strlen(cfg->nodes[node].data_dir) < REGION_OWNER_SIZE)
+		strcpy((char *)m + REGION_OWNER_OFF, cfg->nodes[node].data_dir);
 	/* Pairs with the acquire load of magic by peers and the CLI. */
 	store64(&ctl->magic, REGION_MAGIC);
 	if (rename(tmp, target) < 0) {
@@ -263,20 +280,23 @@ static int dead_tmp(const char *name)
 static int orphan_region(const char *path)
 {
 	char link[PATH_MAX + 16], now[PATH_MAX], self[PATH_MAX];
-	struct region_ctl *ctl;
+	const size_t len = REGION_OWNER_OFF + REGION_OWNER_SIZE;	/* up to its owner */
+	const struct region_ctl *ctl;
 	int fd = open(path, O_RDONLY | O_CLOEXEC), orphan = 0;
+	char *page;
 
 	if (fd < 0)
 		return 0;
-	ctl = malloc(sizeof(*ctl));
-	if (ctl && pread(fd, ctl, sizeof(*ctl), 0) == (ssize_t)sizeof(*ctl) &&
-	    ctl->magic == REGION_MAGIC && ctl->owner[0] && memchr(ctl->owner, 0, sizeof(ctl->owner))) {
-		snprintf(link, sizeof(link), "%s/%s", ctl->owner, REGION_FILE);
-		pid_t pid = (pid_t)ctl->status.pid;
+	page = malloc(len);
+	ctl = (const struct region_ctl *)page;
+	if (page && pread(fd, page, len, 0) == (ssize_t)len && ctl->magic == REGION_MAGIC &&
+	    page[REGION_OWNER_OFF] && memchr(page + REGION_OWNER_OFF, 0, REGION_OWNER_SIZE)) {
+		snprintf(link, sizeof(link), "%s/%s", page + REGION_OWNER_OFF, REGION_FILE);
+		pid_t pid = (pid_t)region_status(ctl)->pid;
 		int alive = pid > 0 && !(kill(pid, 0) < 0 && errno == ESRCH);
 		orphan = !alive && realpath(path, self) && (!realpath(link, now) || strcmp(now, self));
 	}
-	free(ctl);
+	free(page);
 	sys.close(fd);
 	return orphan;
 }

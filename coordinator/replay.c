@@ -20,6 +20,7 @@
 #include "input_clock.h"
 #include "logger.h"
 #include "node_internal.h"
+#include "region_status.h"
 #include "replay_internal.h"
 #include "sys.h"
 
@@ -154,9 +155,9 @@ static void on_diverge(void *arg, uint64_t offset, uint64_t leader_crc, uint64_t
 	rc = divergence_append(c->r->divergence_path, &d);
 	if (rc)
 		pr_err("cannot record a divergence in %s: %s", c->r->divergence_path, strerror(-rc));
-	n->ctl->status.divergences++;
+	n->status->divergences++;
 	if (n->cfg.divergence == DIVERGENCE_UNHEALTHY)
-		n->ctl->status.unhealthy = 1;
+		n->status->unhealthy = 1;
 	pr_warn("output of connection %llu.%llu differs from the leader's at byte %llu (%s)",
 		(unsigned long long)c->vs.view, (unsigned long long)c->vs.idx,
 		(unsigned long long)offset, why);

@@ -17,7 +17,7 @@
 
 #include "futex.h"
 #include "logger.h"
-#include "region.h"
+#include "region_wire.h"
 #include "sys.h"
 
 /* Called once a non-blocking poll found nothing and the bell is still

@@ -39,11 +39,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomic64.h"
 #include "child_env.h"
 #include "logger.h"
 #include "members.h"
 #include "node_internal.h"
 #include "recovery.h"
+#include "region_status.h"
+#include "region_wire.h"
 #include "replay.h"
 #include "sys.h"
 
@@ -77,8 +80,8 @@ static void publish(struct node *n, const struct recovery_point *rp)
 {
 	__atomic_store_n(&n->snap_idx, rp->index, __ATOMIC_RELEASE);
 	__atomic_store_n(&n->snap_pos, rp->log_pos, __ATOMIC_RELEASE);
-	store64(&n->ctl->status.snap_idx, rp->index);
-	store64(&n->ctl->status.snap_pos, rp->log_pos);
+	store64(&n->status->snap_idx, rp->index);
+	store64(&n->status->snap_pos, rp->log_pos);
 }
 
 void node_snapshot_load(struct node *n)
@@ -124,7 +127,7 @@ void node_snapshot_check(struct node *n)
 	int ok = hint < n->exec_idx || node_entry_at(n, &pos, n->exec_idx);
 
 	__atomic_store_n(&n->recoverable, ok, __ATOMIC_RELEASE);
-	n->ctl->status.recoverable = (uint32_t)ok;
+	n->status->recoverable = (uint32_t)ok;
 	if (!ok)
 		pr_err("this node cannot rebuild its server's state: its log holds entries up to %llu "
 		       "but no longer entry %llu, the first its server has not executed (its state "
@@ -459,7 +462,7 @@ static int take(struct node *n, char *why, size_t whylen)
 		return -1;
 	}
 	publish(n, &rp);
-	store64(&n->ctl->status.snap_bytes, rp.bytes);
+	store64(&n->status->snap_bytes, rp.bytes);
 	pr_info("snapshot at entry %llu (%.1f MB): the recovery point", (unsigned long long)rp.index,
 		(double)rp.bytes / 1e6);
 	return 0;
@@ -490,7 +493,7 @@ static int due(struct node *n, uint64_t last_ns)
 		end = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
 		top = __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE);
 	} else {
-		if (node_role(n) != ROLE_BACKUP || !n->ctl->status.synced || n->ckpt_hold)
+		if (node_role(n) != ROLE_BACKUP || !n->status->synced || n->ckpt_hold)
 			return 0;
 		end = __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED);
 		top = __atomic_load_n(&n->applied, __ATOMIC_RELAXED);
@@ -508,8 +511,8 @@ static int due(struct node *n, uint64_t last_ns)
 
 static void set_error(struct node *n, const char *why)
 {
-	snprintf(n->ctl->status.snap_error, sizeof(n->ctl->status.snap_error), "%s", why);
-	store64(&n->ctl->status.snap_error_ms, realtime_ms());
+	snprintf(n->status->snap_error, sizeof(n->status->snap_error), "%s", why);
+	store64(&n->status->snap_error_ms, realtime_ms());
 }
 
 static uint64_t next_retry(uint64_t retry_ns)
@@ -558,7 +561,7 @@ static void load(struct node *n)
 				"in %llu ms: executing from entry %llu on",
 				(unsigned long long)idx, (unsigned long long)(now_ns() - t0) / 1000000,
 				(unsigned long long)idx + 1);
-			n->ctl->status.snap_error[0] = '\0';
+			n->status->snap_error[0] = '\0';
 			__atomic_store_n(&n->snap_loading, 0, __ATOMIC_RELEASE);
 			return;
 		}
@@ -611,7 +614,7 @@ static void *snap_main(void *arg)
 		if (rc) {
 			/* For apus status: why this node has no newer recovery point. */
 			set_error(n, why);
-			if (!n->ctl->status.snap_failures++ || retry_ns >= RETRY_MAX_NS)
+			if (!n->status->snap_failures++ || retry_ns >= RETRY_MAX_NS)
 				pr_warn("snapshot failed (%s); trying again in %llu s", why,
 					(unsigned long long)(retry_ns / 1000000000ULL));
 			next_ns = now_ns() + retry_ns;
@@ -620,10 +623,10 @@ static void *snap_main(void *arg)
 		}
 		last_ns = now_ns();
 		retry_ns = RETRY_MIN_NS;
-		n->ctl->status.snap_failures = 0;
-		n->ctl->status.snap_error[0] = '\0';
-		n->ctl->status.snap_count++;
-		n->ctl->status.snap_ms = (last_ns - t0) / 1000000;
+		n->status->snap_failures = 0;
+		n->status->snap_error[0] = '\0';
+		n->status->snap_count++;
+		n->status->snap_ms = (last_ns - t0) / 1000000;
 	}
 	return NULL;
 }

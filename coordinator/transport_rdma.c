@@ -56,10 +56,11 @@
 #include "futex.h"
 #include "logger.h"
 #include "netaddr.h"
-#include "region.h"
+#include "region_status.h"
+#include "region_wire.h"
 #include "rxwait.h"
-#include "transport.h"
 #include "sys.h"
+#include "transport.h"
 
 #define HELLO_MAGIC 0x41505552u	/* "APUR" */
 #define HELLO_VERSION 1
@@ -870,7 +871,7 @@ static int rdma_write(struct transport *t, int peer, uint64_t off, const void *b
 			rc = -ECONNRESET;
 		} else {
 			o->dirty = 1;
-			status_add(&local_ctl(s)->status.sent_bytes[peer], len);
+			status_add(&region_status(local_ctl(s))->sent_bytes[peer], len);
 		}
 	}
 	pthread_mutex_unlock(&o->lock);

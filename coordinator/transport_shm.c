@@ -24,12 +24,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomic64.h"
 #include "clock.h"
 #include "futex.h"
 #include "logger.h"
 #include "region.h"
-#include "transport.h"
+#include "region_status.h"
+#include "region_wire.h"
 #include "sys.h"
+#include "transport.h"
 
 /* Mappings retired and not yet unmapped, per peer: a peer may swap its
  * file (fencing) or restart more than once within RETIRE_NS. */
@@ -102,7 +105,7 @@ static int shm_open_ep(const struct apus_config *cfg, int self, void *region, si
  * slow PID 1) reaps it: that counts as dead, so failover need not wait. */
 static int owner_alive(const struct region_ctl *ctl)
 {
-	pid_t pid = (pid_t)ctl->status.pid;
+	pid_t pid = (pid_t)region_status(ctl)->pid;
 	char path[64], buf[256], *paren;
 	ssize_t k;
 	int fd;
@@ -313,7 +316,7 @@ static int shm_write(struct transport *t, int peer, uint64_t off, const void *bu
 		__atomic_store_n(base + off + len - 1, ((const char *)buf)[len - 1],
 				 __ATOMIC_RELEASE);
 	}
-	status_add(&ctl_of(SHM(t)->local)->status.sent_bytes[peer], len);
+	status_add(&region_status(ctl_of(SHM(t)->local))->sent_bytes[peer], len);
 	return 0;
 }
 
@@ -361,7 +364,7 @@ static void shm_wake(struct transport *t)
  * we fence the old one: fencing that one would keep it out for good. */
 static int may_lead(const struct region_ctl *ctl)
 {
-	int32_t role = __atomic_load_n(&ctl->status.role, __ATOMIC_ACQUIRE);
+	int32_t role = __atomic_load_n(&region_status(ctl)->role, __ATOMIC_ACQUIRE);
 
 	return role == ROLE_LEADER || role == ROLE_DEPOSED;
 }

@@ -47,10 +47,11 @@
 #include "futex.h"
 #include "logger.h"
 #include "netaddr.h"
-#include "region.h"
+#include "region_status.h"
+#include "region_wire.h"
 #include "rxwait.h"
-#include "transport.h"
 #include "sys.h"
+#include "transport.h"
 
 #define HELLO_MAGIC 0x41505553u	/* "APUS" */
 #define HELLO_VERSION 2	/* 2: the hello carries the connector's incarnation */
@@ -478,7 +479,7 @@ static int tcp_write(struct transport *t, int peer, uint64_t off, const void *bu
 	}
 	pthread_mutex_unlock(&o->lock);
 	if (!rc)
-		status_add(&local_ctl(s)->status.sent_bytes[peer], len);
+		status_add(&region_status(local_ctl(s))->sent_bytes[peer], len);
 	return rc;
 }
 

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include "logger.h"
+#include "region.h"
+#include "region_wire.h"
 #include "sys.h"
 
 /* Copies LEN bytes (a multiple of 8) of the region at SRC into BUF.

@@ -21,7 +21,8 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "region.h"
+
+struct region_origin;
 
 struct wal {
 	int fd;			/* -1: no copy (fsync = none, or the region is on disk) */

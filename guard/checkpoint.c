@@ -17,10 +17,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../coordinator/atomic64.h"
 #include "../coordinator/clock.h"
 #include "../coordinator/filemode.h"
 #include "../coordinator/recovery.h"
 #include "../coordinator/region.h"
+#include "../coordinator/region_mail.h"
+#include "../coordinator/region_status.h"
+#include "../coordinator/region_wire.h"
 #include "cli.h"
 #include "owner.h"
 
@@ -178,14 +182,16 @@ void ckpt_say(void (*progress)(const char *), const char *fmt, ...)
  * the operator's business, not a line in the guard's log). */
 static void note_failure(struct region_ctl *ctl, const char *err)
 {
-	snprintf(ctl->ckpt.error, sizeof(ctl->ckpt.error), "%s", err);
-	store64(&ctl->ckpt.error_ms, realtime_ms());
-	store64(&ctl->ckpt.failures, load64(&ctl->ckpt.failures) + 1);
+	struct ckpt_words *w = &region_mail(ctl)->ckpt;
+
+	snprintf(w->error, sizeof(w->error), "%s", err);
+	store64(&w->error_ms, realtime_ms());
+	store64(&w->failures, load64(&w->failures) + 1);
 }
 
 uint64_t ckpt_hold(struct region_ctl *ctl, int node, char *err, size_t errlen)
 {
-	struct ckpt_words *w = &ctl->ckpt;
+	struct ckpt_words *w = &region_mail(ctl)->ckpt;
 	uint64_t req = load64(&w->req);
 	uint64_t start = cli_mono_ms();
 
@@ -215,7 +221,9 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	char root[PATH_MAX], tmp[PATH_MAX + 80], img[PATH_MAX + 96], dlog[PATH_MAX + 112];
 	char data[PATH_MAX + 96], sums[PATH_MAX + 96], pidarg[16];
 	struct ckpt_info c = { 0 };
+	const struct node_status *s;
 	struct region_ctl *ctl;
+	struct ckpt_words *w;
 	uint64_t req, t0;
 	int rc;
 
@@ -233,9 +241,11 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 		seterr(err, errlen, "cannot open node %d's region: %s", node, strerror(errno));
 		return -1;
 	}
-	if (ctl->status.role != ROLE_BACKUP) {
+	w = &region_mail(ctl)->ckpt;
+	s = region_status(ctl);
+	if (s->role != ROLE_BACKUP) {
 		seterr(err, errlen, "node %d is a %s, not a backup: only backups are checkpointed",
-		       node, role_label(ctl->status.role));
+		       node, role_label(s->role));
 		region_unmap_ctl(ctl);
 		return -1;
 	}
@@ -246,10 +256,10 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 		region_unmap_ctl(ctl);
 		return -1;
 	}
-	c.index = load64(&ctl->ckpt.idx);
-	c.log_pos = load64(&ctl->ckpt.pos);
-	c.view = load64(&ctl->ckpt.view);
-	c.drained = load64(&ctl->ckpt.drained) != 0;
+	c.index = load64(&w->idx);
+	c.log_pos = load64(&w->pos);
+	c.view = load64(&w->view);
+	c.drained = load64(&w->drained) != 0;
 	c.time_ms = realtime_ms();
 	snprintf(c.id, sizeof(c.id), "%012llu-%llu", (unsigned long long)c.index,
 		 (unsigned long long)c.time_ms);
@@ -259,7 +269,7 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	snprintf(dlog, sizeof(dlog), "%s/criu-dump.out", tmp);
 	if (mkdir(tmp, 0700) < 0 || mkdir(img, 0700) < 0 || mkdir(data, 0700) < 0) {
 		seterr(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
-		store64(&ctl->ckpt.release, req);
+		store64(&w->release, req);
 		goto fail;
 	}
 	ckpt_say(progress, "dumping pid %d at entry %llu (criu, left running)", (int)c.pid,
@@ -279,7 +289,7 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	rc = ckpt_run(dump, cfg->nodes[node].netns, dlog, RUN_BACKGROUND);
 	c.dump_ms = cli_mono_ms() - t0;
 	/* The server executes again whatever happened. */
-	store64(&ctl->ckpt.release, req);
+	store64(&w->release, req);
 	if (rc) {
 		char line[400], dl[PATH_MAX + 112];
 		snprintf(dl, sizeof(dl), "%s/dump.log", img);
@@ -291,7 +301,7 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	/* A node elected during the dump (or held past its limit) left its
 	 * hold and executed on: the image may hold more than entry index, and
 	 * a restore would execute those entries twice. */
-	if (load64(&ctl->ckpt.broken) == req || ctl->status.role != ROLE_BACKUP) {
+	if (load64(&w->broken) == req || s->role != ROLE_BACKUP) {
 		seterr(err, errlen, "node %d left its hold at entry %llu during the dump (it was "
 				    "elected?): the image is not at that entry; not kept",
 		       node, (unsigned long long)c.index);
@@ -314,10 +324,10 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 		goto fail;
 	}
 	/* For the node's metrics endpoint (coordinator/metrics.c). */
-	store64(&ctl->ckpt.dump_ms, c.dump_ms);
-	store64(&ctl->ckpt.image_bytes, c.image_bytes);
-	__atomic_fetch_add(&ctl->ckpt.taken, 1, __ATOMIC_RELEASE);
-	store64(&ctl->ckpt.failures, 0);
+	store64(&w->dump_ms, c.dump_ms);
+	store64(&w->image_bytes, c.image_bytes);
+	__atomic_fetch_add(&w->taken, 1, __ATOMIC_RELEASE);
+	store64(&w->failures, 0);
 	region_unmap_ctl(ctl);
 	*out = c;
 	return 0;
@@ -356,9 +366,10 @@ static int restore_from(const struct apus_config *cfg, int node, const struct ck
 		return -1;
 	}
 	/* Tell the restored process it came back; nothing holds it. */
-	store64(&ctl->ckpt.ack, load64(&ctl->ckpt.req));
-	store64(&ctl->ckpt.release, load64(&ctl->ckpt.req));
-	store64(&ctl->ckpt.restore_gen, load64(&ctl->ckpt.restore_gen) + 1);
+	struct ckpt_words *w = &region_mail(ctl)->ckpt;
+	store64(&w->ack, load64(&w->req));
+	store64(&w->release, load64(&w->req));
+	store64(&w->restore_gen, load64(&w->restore_gen) + 1);
 	region_unmap_ctl(ctl);
 
 	int left = node_end_leftovers(cfg, node, LEFTOVER_WAIT_MS);

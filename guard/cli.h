@@ -7,7 +7,6 @@
 #include <sys/types.h>
 
 #include "../coordinator/config.h"
-#include "../coordinator/region.h"
 
 /* Options every command takes. */
 struct cli {

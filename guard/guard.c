@@ -30,6 +30,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../coordinator/atomic64.h"
+#include "../coordinator/region.h"
+#include "../coordinator/region_status.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "owner.h"
@@ -445,11 +448,12 @@ int cmd_guard(int argc, char **argv)
 		uint64_t applied = 0, divergences = 0;
 
 		if (ctl) {
-			if (pid && ctl->status.pid == (uint64_t)pid) {
-				role = ctl->status.role;
-				applied = load64(&ctl->status.applied);
-				behind = ctl->status.behind;
-				divergences = load64(&ctl->status.divergences);
+			const struct node_status *s = region_status(ctl);
+			if (pid && s->pid == (uint64_t)pid) {
+				role = s->role;
+				applied = load64(&s->applied);
+				behind = s->behind;
+				divergences = load64(&s->divergences);
 			}
 			region_unmap_ctl(ctl);
 		}

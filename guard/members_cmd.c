@@ -13,8 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../coordinator/atomic64.h"
 #include "../coordinator/members.h"
 #include "../coordinator/region.h"
+#include "../coordinator/region_mail.h"
+#include "../coordinator/region_status.h"
 #include "cli.h"
 #include "config_update.h"
 #include "owner.h"
@@ -171,8 +174,8 @@ static int local_leader(const struct apus_config *cfg)
 		if (!config_is_member(cfg, i) || !cli_node_is_local(cfg, i) ||
 		    !(pid = cli_node_pid(cfg, i)) || !(ctl = region_map_ctl(cfg, i)))
 			continue;
-		ok = ctl->status.pid == (uint64_t)pid && ctl->status.role == ROLE_LEADER &&
-		     ctl->status.ready;
+		const struct node_status *s = region_status(ctl);
+		ok = s->pid == (uint64_t)pid && s->role == ROLE_LEADER && s->ready;
 		region_unmap_ctl(ctl);
 		if (ok)
 			return i;
@@ -190,7 +193,7 @@ static uint64_t leader_pending(const struct change *ch)
 	int leader = local_leader(&ch->c.cfg);
 
 	if (leader >= 0 && (ctl = region_map_ctl(&ch->c.cfg, leader))) {
-		pending = load64(&ctl->member_pending);
+		pending = load64(&region_status(ctl)->member_pending);
 		region_unmap_ctl(ctl);
 	}
 	return pending;
@@ -261,14 +264,15 @@ static int ask_leader(const struct apus_config *cfg, int leader, const struct ap
 		snprintf(why, whylen, "cannot open node %d's region: %s", leader, strerror(errno));
 		return -EIO;
 	}
-	uint64_t seq = load64(&ctl->member.want_seq), ans = load64(&ctl->member.answered);
+	struct member_words *w = &region_mail(ctl)->member;
+	uint64_t seq = load64(&w->want_seq), ans = load64(&w->answered);
 	seq = (seq > ans ? seq : ans) + 1;
-	store64(&ctl->member.want_seq, seq);
+	store64(&w->want_seq, seq);
 	for (int waited = 0; waited < ASK_TIMEOUT_MS; waited += 10) {
-		if (load64(&ctl->member.answered) == seq) {
-			rc = (int)__atomic_load_n(&ctl->member.err, __ATOMIC_ACQUIRE);
-			*idx = load64(&ctl->member.idx);
-			snprintf(why, whylen, "%.*s", (int)sizeof(ctl->member.why), ctl->member.why);
+		if (load64(&w->answered) == seq) {
+			rc = (int)__atomic_load_n(&w->err, __ATOMIC_ACQUIRE);
+			*idx = load64(&w->idx);
+			snprintf(why, whylen, "%.*s", (int)sizeof(w->why), w->why);
 			break;
 		}
 		cli_sleep_ms(10);

@@ -10,9 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../coordinator/atomic64.h"
 #include "../coordinator/members.h"
 #include "../coordinator/recovery.h"
 #include "../coordinator/region.h"
+#include "../coordinator/region_mail.h"
+#include "../coordinator/region_status.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "snapshot_net.h"
@@ -30,10 +33,10 @@ int rebuild_source_ok(const struct apus_config *cfg, int k, uint64_t *applied)
 
 	if (!pid || !(ctl = region_map_ctl(cfg, k)))
 		return 0;
-	if (ctl->status.pid == (uint64_t)pid && ctl->status.role == ROLE_BACKUP &&
-	    ctl->status.synced && !ctl->status.behind) {
+	const struct node_status *s = region_status(ctl);
+	if (s->pid == (uint64_t)pid && s->role == ROLE_BACKUP && s->synced && !s->behind) {
 		ok = 1;
-		*applied = load64(&ctl->status.applied);
+		*applied = load64(&s->applied);
 	}
 	region_unmap_ctl(ctl);
 	return ok;
@@ -170,8 +173,9 @@ static int wait_joined(const struct apus_config *cfg, int node, pid_t pid, uint6
 		const struct region_ctl *ctl = region_map_ctl(cfg, node);
 		if (!ctl)
 			continue;
-		int mine = ctl->status.pid == (uint64_t)pid, behind = ctl->status.behind;
-		int joined = ctl->status.synced && ctl->status.role == ROLE_BACKUP;
+		const struct node_status *s = region_status(ctl);
+		int mine = s->pid == (uint64_t)pid, behind = s->behind;
+		int joined = s->synced && s->role == ROLE_BACKUP;
 		region_unmap_ctl(ctl);
 		if (mine && behind) {
 			snprintf(err, errlen, "the leader's log moved past entry %llu before node %d "
@@ -189,6 +193,8 @@ static int wait_joined(const struct apus_config *cfg, int node, pid_t pid, uint6
 int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 		  struct held_snapshot *h, char *err, size_t errlen)
 {
+	const struct ckpt_words *w;
+
 	memset(h, 0, sizeof(*h));
 	if (!cfg->snapshot_cmd[0]) {
 		snprintf(err, errlen, "the config sets no snapshot_cmd / snapshot_file");
@@ -204,16 +210,17 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 		region_unmap_ctl(h->ctl);
 		return -1;
 	}
+	w = &region_mail(h->ctl)->ckpt;
 	h->held_at_ms = cli_mono_ms();
-	h->index = load64(&h->ctl->ckpt.idx);
-	h->log_pos = load64(&h->ctl->ckpt.pos);
-	h->view = load64(&h->ctl->ckpt.view);
-	if (!load64(&h->ctl->ckpt.drained))
+	h->index = load64(&w->idx);
+	h->log_pos = load64(&w->pos);
+	h->view = load64(&w->view);
+	if (!load64(&w->drained))
 		snprintf(err, errlen, "node %d's server did not take the entries sent to it in time; "
 				      "try again", node);
 	else if (take_snapshot(cfg, node, log, &h->bytes, err, errlen))
 		;
-	else if (load64(&h->ctl->ckpt.broken) == h->req)
+	else if (load64(&w->broken) == h->req)
 		/* Elected meanwhile: it executed on, and the file may hold more
 		 * than entry index (a node started from it would apply those
 		 * entries twice). */
@@ -234,7 +241,7 @@ uint64_t snapshot_release(struct held_snapshot *h)
 	uint64_t ms = cli_mono_ms() - h->held_at_ms;
 
 	if (h->ctl) {
-		store64(&h->ctl->ckpt.release, h->req);
+		store64(&region_mail(h->ctl)->ckpt.release, h->req);
 		region_unmap_ctl(h->ctl);
 		h->ctl = NULL;
 	}
@@ -299,8 +306,8 @@ static int stored_snapshot(const struct apus_config *cfg, int node, struct rebui
 
 		if (k == node || !pid || !(ctl = region_map_ctl(cfg, k)))
 			continue;
-		leads = ctl->status.pid == (uint64_t)pid && ctl->status.role == ROLE_LEADER &&
-			ctl->status.recoverable;
+		const struct node_status *s = region_status(ctl);
+		leads = s->pid == (uint64_t)pid && s->role == ROLE_LEADER && s->recoverable;
 		region_unmap_ctl(ctl);
 		if (!leads || recovery_load(cfg, k, &rp) || copy_snapshot(cfg, k, SNAPSHOT_FILE, node) ||
 		    config_node_path(cfg, node, cfg->snapshot_file, dst, sizeof(dst)))

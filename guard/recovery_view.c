@@ -6,8 +6,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../coordinator/atomic64.h"
 #include "../coordinator/clock.h"
 #include "../coordinator/recovery.h"
+#include "../coordinator/region_mail.h"
+#include "../coordinator/region_status.h"
 #include "checkpoint.h"
 
 /* The newer of the two failures the control page records: the node's own
@@ -15,17 +18,19 @@
  * (failures counts those in a row since its last success). */
 static void last_failure(const struct region_ctl *ctl, struct recovery_view *v)
 {
-	uint64_t snap_ms = load64(&ctl->status.snap_error_ms);
-	uint64_t ckpt_ms = load64(&ctl->ckpt.error_ms);
+	const struct node_status *s = region_status(ctl);
+	const struct ckpt_words *ck = &region_mail(ctl)->ckpt;
+	uint64_t snap_ms = load64(&s->snap_error_ms);
+	uint64_t ckpt_ms = load64(&ck->error_ms);
 
-	if (ctl->status.snap_error[0] && snap_ms >= v->made_ms) {
+	if (s->snap_error[0] && snap_ms >= v->made_ms) {
 		snprintf(v->error, sizeof(v->error), "snapshot failed: %.*s",
-			 (int)sizeof(ctl->status.snap_error), ctl->status.snap_error);
+			 (int)sizeof(s->snap_error), s->snap_error);
 		v->error_ms = snap_ms;
 	}
-	if (load64(&ctl->ckpt.failures) && ckpt_ms >= v->made_ms && ckpt_ms > v->error_ms) {
+	if (load64(&ck->failures) && ckpt_ms >= v->made_ms && ckpt_ms > v->error_ms) {
 		snprintf(v->error, sizeof(v->error), "checkpoint failed: %.*s",
-			 (int)sizeof(ctl->ckpt.error), ctl->ckpt.error);
+			 (int)sizeof(ck->error), ck->error);
 		v->error_ms = ckpt_ms;
 	}
 }

@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 #include "../coordinator/config.h"
-#include "../coordinator/region.h"
+
+struct region_ctl;
 
 struct recovery_view {
 	const char *kind;	/* "snapshot", "checkpoint", or NULL: none */

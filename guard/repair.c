@@ -10,8 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../coordinator/atomic64.h"
 #include "../coordinator/recovery.h"
 #include "../coordinator/region.h"
+#include "../coordinator/region_status.h"
 #include "cli.h"
 
 #define VERIFY_TIMEOUT_MS 20000
@@ -74,8 +76,9 @@ static int local_leader(const struct apus_config *cfg, int self, uint64_t *commi
 
 		if (k == self || !pid || !(ctl = region_map_ctl(cfg, k)))
 			continue;
-		leads = ctl->status.pid == (uint64_t)pid && ctl->status.role == ROLE_LEADER;
-		*commit = load64(&ctl->status.commit);
+		const struct node_status *s = region_status(ctl);
+		leads = s->pid == (uint64_t)pid && s->role == ROLE_LEADER;
+		*commit = load64(&s->commit);
 		region_unmap_ctl(ctl);
 		if (leads)
 			return k;

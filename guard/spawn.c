@@ -18,6 +18,8 @@
 
 #include "../coordinator/admission.h"
 #include "../coordinator/filemode.h"
+#include "../coordinator/region.h"
+#include "../coordinator/region_status.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "owner.h"
@@ -240,7 +242,7 @@ int cli_node_ready(const struct apus_config *cfg, int node, pid_t pid, char *err
 	const struct region_ctl *ctl = region_map_ctl(cfg, node);
 	if (!ctl)
 		return 0;
-	const struct node_status *s = &ctl->status;
+	const struct node_status *s = region_status(ctl);
 	if (s->pid == (uint64_t)pid) {
 		if (s->role == ROLE_FAILED) {
 			snprintf(err, len, "node %d failed to start: %s", node, s->error);

@@ -15,6 +15,8 @@
 
 #include "../coordinator/admission.h"
 #include "../coordinator/filemode.h"
+#include "../coordinator/region.h"
+#include "../coordinator/region_status.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "owner.h"
@@ -67,7 +69,7 @@ static int serving_leader(const struct apus_config *cfg, uint64_t *view)
 
 		if (!ctl)
 			continue;
-		const struct node_status *s = &ctl->status;
+		const struct node_status *s = region_status(ctl);
 		/* Not a zombie's page: a leader killed a moment ago still says
 		 * it serves, and answers kill(0) until it is reaped. */
 		if (s->pid && cli_pid_alive((pid_t)s->pid)) {
@@ -202,7 +204,7 @@ static int wait_ready(const struct cli *c, struct starting *st)
 			const struct region_ctl *ctl = ok ? region_map_ctl(&c->cfg, i) : NULL;
 			if (!ctl)
 				continue;
-			node_is_ready(c, i, &ctl->status, st);
+			node_is_ready(c, i, region_status(ctl), st);
 			region_unmap_ctl(ctl);
 		}
 		if (!st->count)

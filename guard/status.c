@@ -2,12 +2,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "../coordinator/atomic64.h"
 #include "../coordinator/clock.h"
 #include "../coordinator/members.h"
 #include "../coordinator/recovery.h"
-#include "recovery_view.h"
+#include "../coordinator/region.h"
+#include "../coordinator/region_status.h"
 #include "cli.h"
 #include "owner.h"
+#include "recovery_view.h"
 
 static const char usage[] =
 	"usage: apus status --config FILE [--node N] [--json]\n"
@@ -202,7 +205,7 @@ static void read_rows(const struct apus_config *cfg, struct cluster_view *v)
 		ctl = region_map_ctl(cfg, i);
 		if (!ctl)
 			continue;
-		memcpy(&r->s, &ctl->status, sizeof(r->s));
+		memcpy(&r->s, region_status(ctl), sizeof(r->s));
 		r->up = r->pid && r->s.pid == (uint64_t)r->pid;
 		recovery_view_read(cfg, i, ctl, &r->rv);
 		/* A leader that takes no snapshots (snapshot_leader = off) has
@@ -223,10 +226,11 @@ static void read_membership(const struct apus_config *cfg, struct cluster_view *
 		const struct region_ctl *ctl = v->rows[i].up ? region_map_ctl(cfg, i) : NULL;
 		if (!ctl)
 			continue;
-		if (load64(&ctl->members_idx) > v->members_entry)
-			v->members_entry = load64(&ctl->members_idx);
+		const struct node_status *s = region_status(ctl);
+		if (load64(&s->members_idx) > v->members_entry)
+			v->members_entry = load64(&s->members_idx);
 		if (i == v->leader)
-			v->pending = load64(&ctl->member_pending);
+			v->pending = load64(&s->member_pending);
 		region_unmap_ctl(ctl);
 	}
 	if (!members_steps_left(cfg, v->change, sizeof(v->change)) && v->pending)

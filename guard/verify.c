@@ -17,7 +17,10 @@
 #include <unistd.h>
 
 #include "../checker/outhash.h"
+#include "../coordinator/atomic64.h"
 #include "../coordinator/checks.h"
+#include "../coordinator/region.h"
+#include "../coordinator/region_status.h"
 #include "cli.h"
 
 static const char usage[] =
@@ -76,7 +79,7 @@ static void look(const struct apus_config *cfg, int node, struct node_view *v)
 	memset(v, 0, sizeof(*v));
 	if (!ctl)
 		return;
-	memcpy(&v->s, &ctl->status, sizeof(v->s));
+	memcpy(&v->s, region_status(ctl), sizeof(v->s));
 	region_unmap_ctl(ctl);
 	v->up = pid && v->s.pid == (uint64_t)pid && v->s.role != ROLE_FAILED;
 }
@@ -129,13 +132,13 @@ static void watch_start(const struct apus_config *cfg, int node, struct watch *w
 		w->remote = !cli_node_is_local(cfg, node);
 		return;
 	}
-	if (!pid || load64(&w->ctl->status.pid) != (uint64_t)pid ||
-	    w->ctl->status.role == ROLE_FAILED) {
+	const struct node_status *s = region_status(w->ctl);
+	if (!pid || load64(&s->pid) != (uint64_t)pid || s->role == ROLE_FAILED) {
 		w->res = R_DOWN;
 		return;
 	}
 	w->pid = (uint64_t)pid;
-	w->scanned = checks_count(&w->ctl->status);
+	w->scanned = checks_count(s);
 }
 
 /* Whether NODE still runs the process W watches; a restarted one is
@@ -156,7 +159,7 @@ static void watch_alive(const struct apus_config *cfg, int node, struct watch *w
 /* Collects W's checks finished since the last look. */
 static void collect(struct watch *w)
 {
-	const struct node_status *s = &w->ctl->status;
+	const struct node_status *s = region_status(w->ctl);
 	uint64_t n = checks_count(s);
 
 	w->applied = load64(&s->applied);

@@ -31,6 +31,7 @@
 #include "coordinator/futex.h"
 #include "coordinator/logger.h"
 #include "coordinator/node_internal.h"
+#include "coordinator/region_status.h"
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -98,7 +99,7 @@ static void bench_consensus(const char *dir, const char *transport, size_t size,
 				_exit(1);
 			}
 			/* No server: execute anyway, so that the log is reclaimed. */
-			__atomic_store_n(&b->ctl->status.app_listening, 1, __ATOMIC_RELEASE);
+			__atomic_store_n(&b->status->app_listening, 1, __ATOMIC_RELEASE);
 			pause();
 			_exit(0);
 		}

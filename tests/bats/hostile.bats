@@ -36,7 +36,9 @@ function setup_file() {
 		#include <stddef.h>
 		#include <stdio.h>
 		#include <stdlib.h>
-		#include "coordinator/region.h"
+		#include "coordinator/region_mail.h"
+		#include "coordinator/region_status.h"
+		#include "coordinator/region_wire.h"
 		#define O(f) printf(#f " %zu\n", offsetof(struct region_ctl, f))
 		int main(int argc, char **argv)
 		{
@@ -48,7 +50,9 @@ function setup_file() {
 			       o * sizeof(struct lead_slot));
 			printf("other_vote %zu\n", offsetof(struct region_ctl, vote) +
 			       o * sizeof(struct vote_slot));
-			O(magic); O(dur.view); O(dur.voted_view); O(status.role); O(ckpt.req);
+			O(magic); O(dur.view); O(dur.voted_view);
+			printf("status.role %zu\n", REGION_STATUS_OFF + offsetof(struct node_status, role));
+			printf("ckpt.req %zu\n", REGION_MAIL_OFF + offsetof(struct region_mail, ckpt.req));
 			return 0;
 		}
 	EOF

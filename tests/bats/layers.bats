@@ -63,3 +63,29 @@ setup() {
 		grep -q "/${h##*/}\$" <<<"$used" || fail "ARCHITECTURE.md says preload/ uses $h; it does not include it"
 	done
 }
+
+@test "the control page's parts stay apart (coordinator/region.h has the map)" {
+	local h may inc
+	# Each part is its own header so that a change to one recompiles only
+	# its users: none includes another, but for the mailboxes' verify
+	# answer, a struct check_result of the status page.
+	for h in region region_wire region_status region_mail; do
+		[ -e "$APUS_ROOT/coordinator/$h.h" ] || fail "no coordinator/$h.h"
+		may=none
+		[ "$h" = region_mail ] && may=region_status.h
+		inc=$(grep -oE '#include +"region[a-z_]*\.h"' "$APUS_ROOT/coordinator/$h.h" |
+			sed -E 's/.*"(.*)"/\1/' | grep -vx "$may" | tr '\n' ' ')
+		[ -z "$inc" ] || fail "coordinator/$h.h includes $inc"
+	done
+}
+
+@test "preload/ compiles without any header of the control page" {
+	local d bad=""
+	# The shim asks its node (node.h); the region's words, status page and
+	# mailboxes are the coordinator's, the CLI's and the guard's.
+	for d in "$OBJ"/preload/*.d; do
+		grep -qE 'coordinator/region(_[a-z]+)?\.h' "$d" && bad+="${d#"$OBJ"/} "
+	done
+	[ -n "$(ls "$OBJ"/preload/*.d 2>/dev/null)" ] || fail "no dependency files in $OBJ/preload"
+	[ -z "$bad" ] || fail "preload/ objects that include a region header: $bad"
+}

@@ -16,7 +16,7 @@
 
 #include "coordinator/admission.h"
 #include "coordinator/logger.h"
-#include "coordinator/region.h"
+#include "coordinator/region_wire.h"
 #include "coordinator/transport.h"
 #include "tests/unit/unit.h"
 

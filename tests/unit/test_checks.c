@@ -10,10 +10,19 @@
 #include <string.h>
 
 #include "coordinator/checks.h"
+#include "coordinator/region_mail.h"
+#include "coordinator/region_status.h"
+#include "coordinator/region_wire.h"
 #include "tests/unit/unit.h"
 
-static struct region_ctl ctl;
-static struct node_status *const st = &ctl.status;
+/* A whole control page: the status page and the mailboxes lie past its
+ * wire part. */
+static union {
+	struct region_ctl ctl;
+	char bytes[REGION_CTL_SIZE];
+} page;
+static struct region_ctl *const ctl = &page.ctl;
+static struct node_status *const st = region_status(&page.ctl);
 
 /* A check whose every field is derived from K, so a torn copy shows. */
 static void fake_check(struct out_check *c, uint64_t k)
@@ -37,7 +46,7 @@ static void record(uint64_t k)
 	struct out_check c;
 
 	fake_check(&c, k);
-	checks_record(&ctl, k * 3, k, &c, 1);
+	checks_record(ctl, k * 3, k, &c, 1);
 }
 
 #define WRITES 200000
@@ -64,7 +73,7 @@ int main(void)
 
 	/* No final mark from the leader: nothing is recorded. */
 	out_check_init(&c, NULL, NULL);
-	checks_record(&ctl, 1, 1, &c, 1);
+	checks_record(ctl, 1, 1, &c, 1);
 	CHECK(checks_count(st) == 0, "a check without the leader's final mark was recorded");
 
 	/* 20 checks: the last CHECKS_KEEP read back, the others are gone. */
@@ -92,27 +101,27 @@ int main(void)
 	/* verify's question: the check of the connection whose leader's
 	 * final mark it names is kept, however many end after it; another
 	 * question, or another mark, finds no answer. */
-	CHECK(checks_answer(&ctl, 77, 1000 + 30, 30 * 7, &e) == -ENOENT, "an answer before the question");
-	checks_ask(&ctl, 77, 1000 + 30, 30 * 7);
+	CHECK(checks_answer(ctl, 77, 1000 + 30, 30 * 7, &e) == -ENOENT, "an answer before the question");
+	checks_ask(ctl, 77, 1000 + 30, 30 * 7);
 	for (uint64_t k = 22; k <= 100; k++)
 		record(k);
 	CHECK(checks_read(st, 30, &e) == -ENOENT, "check 30 is still in the ring");
-	CHECK(checks_answer(&ctl, 77, 1000 + 30, 30 * 7, &e) == 0 && e.conn_idx == 30 && whole(&e),
+	CHECK(checks_answer(ctl, 77, 1000 + 30, 30 * 7, &e) == 0 && e.conn_idx == 30 && whole(&e),
 	      "the answer to the question is not check 30");
-	CHECK(checks_answer(&ctl, 78, 1000 + 30, 30 * 7, &e) == -ENOENT, "answered another question");
-	CHECK(checks_answer(&ctl, 77, 1000 + 31, 31 * 7, &e) == -ENOENT, "answered another mark");
-	ctl.verify.answer.seq = 0;
-	CHECK(checks_answer(&ctl, 77, 1000 + 30, 30 * 7, &e) != 0, "a half-written answer was read");
-	checks_unask(&ctl, 76);
-	CHECK(ctl.verify.want_seq == 77, "withdrew another asker's question");
-	checks_unask(&ctl, 77);
-	CHECK(ctl.verify.want_seq == 0, "the question stays asked");
+	CHECK(checks_answer(ctl, 78, 1000 + 30, 30 * 7, &e) == -ENOENT, "answered another question");
+	CHECK(checks_answer(ctl, 77, 1000 + 31, 31 * 7, &e) == -ENOENT, "answered another mark");
+	region_mail(ctl)->verify.answer.seq = 0;
+	CHECK(checks_answer(ctl, 77, 1000 + 30, 30 * 7, &e) != 0, "a half-written answer was read");
+	checks_unask(ctl, 76);
+	CHECK(region_mail(ctl)->verify.want_seq == 77, "withdrew another asker's question");
+	checks_unask(ctl, 77);
+	CHECK(region_mail(ctl)->verify.want_seq == 0, "the question stays asked");
 	record(101);
-	CHECK(ctl.verify.answer.seq == 0, "answered a question no longer asked");
+	CHECK(region_mail(ctl)->verify.answer.seq == 0, "answered a question no longer asked");
 
 	/* A reader racing the writer: every copy it accepts is whole and is
 	 * the check it asked for. */
-	memset(&ctl, 0, sizeof(ctl));
+	memset(&page, 0, sizeof(page));
 	pthread_t w;
 	uint64_t good = 0, torn = 0;
 	pthread_create(&w, NULL, writer, NULL);

@@ -30,6 +30,9 @@
 #include "coordinator/logger.h"
 #include "coordinator/members.h"
 #include "coordinator/node_internal.h"
+#include "coordinator/region.h"
+#include "coordinator/region_status.h"
+#include "coordinator/region_wire.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 
@@ -111,6 +114,7 @@ static void node_open(int k)
 	n->region = base;
 	n->region_size = region_size_for(n->log_size);
 	n->ctl = base;
+	n->status = region_status(n->ctl);
 	n->log = n->region + REGION_CTL_SIZE;
 	/* Voters and the quorum, as node_start has them. */
 	char err[256];
@@ -369,12 +373,12 @@ static void fences_old_leader(void)
 {
 	uint64_t inc2 = N[2]->ctl->incarnation, v = N[1]->ctl->dur.voted_view + 10;
 
-	N[2]->ctl->status.role = ROLE_BACKUP;
+	N[2]->status->role = ROLE_BACKUP;
 	N[1]->leader = 2;
 	request(0, 1, 9, 9, 0, v);
 	CHECK(election_answer(N[1], 1) == 1, "vote for node 0");
 	CHECK(N[1]->ctl->fenced_inc[2] == 0, "a backup was fenced as the old leader");
-	N[2]->ctl->status.role = ROLE_LEADER;
+	N[2]->status->role = ROLE_LEADER;
 	N[1]->leader = 2;
 	v += 10;
 	request(0, 1, 9, 9, 0, v);
@@ -446,7 +450,7 @@ static void all_durable(struct all_durable *a)
 static uint64_t no_stand(int may1, int may2, const char *why)
 {
 	struct all_durable before, after;
-	uint64_t lost = N[0]->ctl->status.elections_lost, view = N[0]->view;
+	uint64_t lost = N[0]->status->elections_lost, view = N[0]->view;
 	uint64_t answered[NN] = { 0, N[1]->answered[0], N[2]->answered[0] };
 
 	all_durable(&before);
@@ -463,7 +467,7 @@ static uint64_t no_stand(int may1, int may2, const char *why)
 	}
 	CHECK(node_role(N[0]) == ROLE_BACKUP && N[0]->view == view, "%s: role %d view %llu", why,
 	      node_role(N[0]), (unsigned long long)N[0]->view);
-	CHECK(N[0]->ctl->status.elections_lost == lost, "%s: a pre-vote counted as a lost election",
+	CHECK(N[0]->status->elections_lost == lost, "%s: a pre-vote counted as a lost election",
 	      why);
 	return N[0]->max_seen;
 }
@@ -502,13 +506,13 @@ static void standing(void)
 	/* The pre-vote passes (node 1 says yes: a majority with node 0),
 	 * then node 1 hears its leader again and refuses like node 2: node 0
 	 * stood (its own vote for 8 is durable) and lost. */
-	lost0 = N[0]->ctl->status.elections_lost;
+	lost0 = N[0]->status->elections_lost;
 	leader_back[1] = 1;
 	CHECK(stand(1, 0) == 0, "won without a vote");
 	leader_back[1] = 0;
 	CHECK(node_role(N[0]) == ROLE_BACKUP && N[0]->view == 2, "loser: role %d view %llu",
 	      node_role(N[0]), (unsigned long long)N[0]->view);
-	CHECK(N[0]->ctl->status.elections_lost == lost0 + 1, "the lost election was not counted");
+	CHECK(N[0]->status->elections_lost == lost0 + 1, "the lost election was not counted");
 	CHECK(N[0]->ctl->dur.voted_view == 8 && N[0]->ctl->dur.voted_for == 0 &&
 	      wal_durable(0).voted_view == 8, "the candidate's vote for itself");
 	for (int k = 1; k < NN; k++)
@@ -523,7 +527,7 @@ static void standing(void)
 	CHECK(!vote_of(2, 0).granted && N[0]->ctl->dur.voted_for == 0, "second vote");
 
 	/* Willing voters: node 0 wins view 9. */
-	won0 = N[0]->ctl->status.elections_won;
+	won0 = N[0]->status->elections_won;
 	CHECK(stand(1, 1) == 1, "lost with the best log and willing voters");
 	CHECK(node_role(N[0]) == ROLE_LEADER && N[0]->leader == 0 && N[0]->view == 9,
 	      "winner: role %d leader %d view %llu", node_role(N[0]), N[0]->leader,
@@ -531,7 +535,7 @@ static void standing(void)
 	CHECK(N[0]->ctl->dur.view == 9 && N[0]->ctl->dur.voted_view == 9 &&
 	      N[0]->ctl->dur.voted_for == 0, "the winner's durable words");
 	CHECK(wal_durable(0).voted_view == 9, "the winner's own vote is not on disk");
-	CHECK(N[0]->ctl->status.elections_won == won0 + 1, "elections_won");
+	CHECK(N[0]->status->elections_won == won0 + 1, "elections_won");
 	int votes = 0;
 	for (int k = 1; k < NN; k++)
 		if (N[k]->ctl->dur.voted_view == 9) {

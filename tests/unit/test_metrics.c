@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "coordinator/metrics.h"
+#include "coordinator/region_mail.h"
+#include "coordinator/region_status.h"
+#include "coordinator/region_wire.h"
 #include "tests/unit/unit.h"
 
 static char out[64 << 10];
@@ -25,7 +28,12 @@ static double value_of(const char *prefix)
 int main(void)
 {
 	static struct apus_config cfg;
-	static struct region_ctl ctl;
+	static union {	/* a whole control page */
+		struct region_ctl ctl;
+		char bytes[REGION_CTL_SIZE];
+	} page;
+	struct region_ctl *ctl = &page.ctl;
+	struct node_status *s = region_status(ctl);
 	regex_t sample;
 	char line[512];
 	size_t len;
@@ -33,26 +41,26 @@ int main(void)
 
 	strcpy(cfg.cluster, "unit");
 	cfg.nnodes = 3;
-	ctl.log_size = 1 << 20;
-	ctl.status.role = ROLE_LEADER;
-	ctl.status.leader = 1;
-	ctl.status.view = 4;
-	ctl.status.commit = 120;
-	ctl.status.applied = 100;
-	ctl.status.log_pos = 5000;
-	ctl.status.reclaim_pos = 1000;
-	ctl.status.proposals = 77;
-	ctl.status.sent_bytes[0] = 123;
-	ctl.status.sent_bytes[2] = 456;
-	ctl.status.refused_clients = 3;
-	ctl.status.snap_ms = 1500;
-	ctl.ckpt.taken = 2;
-	ctl.ckpt.dump_ms = 42;
-	metrics_commit_latency(&ctl.status, 50000);	/* le 0.00005 exactly */
-	metrics_commit_latency(&ctl.status, 700000);	/* le 0.001 */
-	metrics_commit_latency(&ctl.status, 2000000000);	/* +Inf only */
+	ctl->log_size = 1 << 20;
+	s->role = ROLE_LEADER;
+	s->leader = 1;
+	s->view = 4;
+	s->commit = 120;
+	s->applied = 100;
+	s->log_pos = 5000;
+	s->reclaim_pos = 1000;
+	s->proposals = 77;
+	s->sent_bytes[0] = 123;
+	s->sent_bytes[2] = 456;
+	s->refused_clients = 3;
+	s->snap_ms = 1500;
+	region_mail(ctl)->ckpt.taken = 2;
+	region_mail(ctl)->ckpt.dump_ms = 42;
+	metrics_commit_latency(s, 50000);	/* le 0.00005 exactly */
+	metrics_commit_latency(s, 700000);	/* le 0.001 */
+	metrics_commit_latency(s, 2000000000);	/* +Inf only */
 
-	len = metrics_render(&cfg, 1, &ctl, out, sizeof(out));
+	len = metrics_render(&cfg, 1, ctl, out, sizeof(out));
 	CHECK(len > 0 && len == strlen(out), "rendered %zu bytes", len);
 	CHECK(regcomp(&sample, "^apus_[a-z_]+\\{cluster=\"unit\",node=\"1\"(,[a-z]+=\"[^\"]*\")*\\} "
 			       "-?[0-9]+(\\.[0-9]+)?$", REG_EXTENDED | REG_NOSUB) == 0, "regcomp");
@@ -101,7 +109,7 @@ int main(void)
 	CHECK(value_of("apus_commit_latency_seconds_count{") == 3, "count");
 	CHECK(value_of("apus_commit_latency_seconds_sum{") == 2.00075, "sum: %s", out);
 	/* Too small a buffer: nothing half-written is served. */
-	CHECK(metrics_render(&cfg, 1, &ctl, out, 100) == 0, "truncated output accepted");
+	CHECK(metrics_render(&cfg, 1, ctl, out, 100) == 0, "truncated output accepted");
 	regfree(&sample);
 	return 0;
 }

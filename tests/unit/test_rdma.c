@@ -19,6 +19,7 @@
 #include <infiniband/verbs.h>
 
 #include "coordinator/logger.h"
+#include "coordinator/region_wire.h"
 #include "coordinator/transport.h"
 #include "tests/unit/twonode.h"
 

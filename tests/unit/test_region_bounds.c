@@ -3,7 +3,9 @@
  * the end, never the node's own words, never another node's slot. */
 #include <stddef.h>
 
-#include "coordinator/region.h"
+#include "coordinator/region_mail.h"
+#include "coordinator/region_status.h"
+#include "coordinator/region_wire.h"
 #include "tests/unit/unit.h"
 
 #define SIZE (REGION_CTL_SIZE + (1u << 20))
@@ -30,9 +32,11 @@ int main(void)
 	/* The node's own words, another node's slots, straddling slots. */
 	CHECK(!region_peer_may_write(2, 0, 8, SIZE), "the magic");
 	CHECK(!region_peer_may_write(2, OFF(dur), 8, SIZE), "the durable view");
-	CHECK(!region_peer_may_write(2, OFF(status.role), 4, SIZE), "the status");
+	CHECK(!region_peer_may_write(2, REGION_STATUS_OFF + offsetof(struct node_status, role), 4,
+				     SIZE),
+	      "the status");
 	CHECK(!region_peer_may_write(2, OFF(bell), 4, SIZE), "the doorbell");
-	CHECK(!region_peer_may_write(2, OFF(ckpt), 8, SIZE), "the guard's words");
+	CHECK(!region_peer_may_write(2, REGION_MAIL_OFF, 8, SIZE), "the guard's words");
 	CHECK(!region_peer_may_write(2, OFF(lead[1]), 8, SIZE), "another node's lead slot");
 	CHECK(!region_peer_may_write(2, OFF(vote[0]), 8, SIZE), "another node's vote");
 	CHECK(!region_peer_may_write(2, OFF(peer[2].join_view), 16, SIZE), "past its peer slot");

@@ -15,6 +15,8 @@
 #include "coordinator/clock.h"
 #include "coordinator/logger.h"
 #include "coordinator/region.h"
+#include "coordinator/region_status.h"
+#include "coordinator/region_wire.h"
 #include "coordinator/transport.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
@@ -136,8 +138,8 @@ int main(void)
 	inc0 = ctl(0)->incarnation;
 	inc1 = ctl(1)->incarnation;
 	/* The peers fenced below are leaders being left. */
-	ctl(1)->status.role = ROLE_LEADER;
-	ctl(2)->status.role = ROLE_LEADER;
+	region_status(ctl(1))->role = ROLE_LEADER;
+	region_status(ctl(2))->role = ROLE_LEADER;
 
 	/* A few MB of log in node 0's region, then writes of both peers. */
 	log0 = (char *)base[0] + REGION_CTL_SIZE;
@@ -153,21 +155,21 @@ int main(void)
 	/* A fence of a peer that leads no more does nothing: a deposed leader
 	 * re-executed as a backup (a new incarnation) before the fence. */
 	before = ino_of(0);
-	ctl(2)->status.role = ROLE_BACKUP;
+	region_status(ctl(2))->role = ROLE_BACKUP;
 	CHECK(t[0]->ops->fence(t[0], 2) == 0, "fence of a backup");
 	CHECK(ino_of(0) == before && !ctl(0)->fenced_inc[2], "a backup was fenced");
-	ctl(2)->status.role = ROLE_LEADER;
+	region_status(ctl(2))->role = ROLE_LEADER;
 
 	/* A fence of a peer that is not running does nothing. */
 	pid_t dead = fork();
 	if (!dead)
 		_exit(0);
 	waitpid(dead, NULL, 0);
-	ctl(2)->status.pid = (uint64_t)dead;
+	region_status(ctl(2))->pid = (uint64_t)dead;
 	before = ino_of(0);
 	CHECK(t[0]->ops->fence(t[0], 2) == 0, "fence of a dead peer");
 	CHECK(ino_of(0) == before && !ctl(0)->fenced_inc[2], "a dead peer was fenced");
-	ctl(2)->status.pid = (uint64_t)getpid();
+	region_status(ctl(2))->pid = (uint64_t)getpid();
 
 	/* A thread of node 0 asleep on its doorbell. */
 	pthread_create(&th, NULL, sleeper, NULL);

@@ -28,6 +28,8 @@
 
 #include "coordinator/clock.h"
 #include "coordinator/node_internal.h"
+#include "coordinator/region_status.h"
+#include "coordinator/region_wire.h"
 #include "coordinator/replay.h"
 #include "coordinator/replay_internal.h"
 #include "coordinator/turns.h"
@@ -37,7 +39,10 @@
 static char dir[] = "/tmp/apus-turns-XXXXXX";
 /* Static: what replay keeps stays reachable (the leak check). */
 static struct node node;
-static struct region_ctl ctl;	/* the node's control page: replay records in it */
+static union {	/* the node's control page: replay records in its status page */
+	struct region_ctl ctl;
+	char bytes[REGION_CTL_SIZE];
+} page;
 static struct replay *r;
 static int lsock;
 static uint64_t next_idx = 1;
@@ -666,7 +671,8 @@ int main(void)
 	fclose(f);
 	CHECK(config_load(path, &node.cfg, err, sizeof(err)) == 0, "%s", err);
 	node.self = 0;
-	node.ctl = &ctl;
+	node.ctl = &page.ctl;
+	node.status = region_status(node.ctl);
 	node.ops = &wake_only;
 	r = replay_new(&node);
 	CHECK(r, "replay_new");

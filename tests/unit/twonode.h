@@ -12,6 +12,7 @@
 
 #include "coordinator/admission.h"
 #include "coordinator/node_internal.h"
+#include "coordinator/region_status.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 
@@ -29,7 +30,7 @@ static inline void twonode_start_conf(struct twonode *c, const char *path)
 	c->backup = node_start(path, 1, err, sizeof(err));
 	CHECK(c->backup, "backup: %s", err);
 	/* No server here: let the backup execute (replay finds no listener). */
-	__atomic_store_n(&c->backup->ctl->status.app_listening, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->backup->status->app_listening, 1, __ATOMIC_RELEASE);
 	c->leader = node_start(path, 0, err, sizeof(err));
 	CHECK(c->leader, "leader: %s", err);
 	for (int i = 0; i < 10000 && !(__atomic_load_n(&c->leader->connected, __ATOMIC_ACQUIRE) & 2);
