@@ -87,6 +87,7 @@ int node_checkpoint_poll(struct node *n)
 			store64(&w->pos, n->exec_pos);
 			store64(&w->view, n->exec_view);
 			store64(&w->drained, (uint64_t)drained);
+			store64(&w->open_conns, (uint64_t)replay_open_conns(n->replay));
 		}
 		store64(&w->refused, !backup);
 		/* The answer last: the guard reads the words above after it. */

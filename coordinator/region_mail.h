@@ -32,6 +32,10 @@ struct ckpt_words {
 	uint64_t view;		/* node: its view */
 	uint64_t refused;	/* node: nonzero: ack refused the request (not a backup) */
 	uint64_t drained;	/* node: its server had consumed every entry up to idx */
+	/* node: the clients' connections its server had open at idx (a
+	 * snapshot there cannot continue their sessions: snapshot_connections
+	 * = none refuses such a point). */
+	uint64_t open_conns;
 	/* node: a hold it left before its release (it was elected, or
 	 * HOLD_MAX passed): that request.  Written before it executes
 	 * anything past idx, so a snapshot taken under that hold (which then

@@ -23,6 +23,9 @@
 /* How long the new node may take to load the snapshot and join; the
  * peer's hold ends at 30 s by itself (coordinator/checkpoint.c). */
 #define JOIN_TIMEOUT_MS 25000
+/* snapshot_connections = none: how long a hold looks for an entry where no
+ * client is connected. */
+#define CONNS_WAIT_MS 30000
 
 /* A live backup synced to its leader and not left behind. */
 int rebuild_source_ok(const struct apus_config *cfg, int k, uint64_t *applied)
@@ -205,12 +208,33 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 		snprintf(err, errlen, "cannot open node %d's region: %s", node, strerror(errno));
 		return -1;
 	}
-	h->req = ckpt_hold(h->ctl, node, err, errlen);
-	if (!h->req) {
-		region_unmap_ctl(h->ctl);
-		return -1;
-	}
 	w = &region_mail(h->ctl)->ckpt;
+	for (uint64_t t0 = cli_mono_ms();;) {
+		uint64_t open;
+
+		h->req = ckpt_hold(h->ctl, node, err, errlen);
+		if (!h->req) {
+			region_unmap_ctl(h->ctl);
+			return -1;
+		}
+		open = load64(&w->open_conns);
+		if (cfg->snapshot_connections != SNAPSHOT_CONNECTIONS_NONE || !open)
+			break;
+		/* A session is no part of a snapshot: a point where a client is
+		 * connected would lose it (the node's own snapshots wait for such
+		 * an entry too: coordinator/snapshot.c).  Another entry, soon. */
+		store64(&region_mail(h->ctl)->ckpt.release, h->req);
+		if (cli_mono_ms() - t0 > CONNS_WAIT_MS) {
+			snprintf(err, errlen, "node %d had %llu client connection%s open at every entry "
+					      "for %d s: a snapshot there would lose %s (snapshot_connections = "
+					      "none); try again when clients disconnect", node,
+				 (unsigned long long)open, open == 1 ? "" : "s", CONNS_WAIT_MS / 1000,
+				 open == 1 ? "its session" : "their sessions");
+			region_unmap_ctl(h->ctl);
+			return -1;
+		}
+		usleep(100 * 1000);
+	}
 	h->held_at_ms = cli_mono_ms();
 	h->index = load64(&w->idx);
 	h->log_pos = load64(&w->pos);
