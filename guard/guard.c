@@ -444,7 +444,7 @@ int cmd_guard(int argc, char **argv)
 			;
 		pid_t pid = running_server(&g);
 		const struct region_ctl *ctl = region_map_ctl(&g.c.cfg, g.c.node);
-		int role = ROLE_DOWN, behind = 0;
+		int role = ROLE_DOWN, behind = 0, recoverable = 0;
 		uint64_t applied = 0, divergences = 0;
 
 		if (ctl) {
@@ -453,6 +453,7 @@ int cmd_guard(int argc, char **argv)
 				role = s->role;
 				applied = load64(&s->applied);
 				behind = s->behind;
+				recoverable = s->recoverable && s->synced;
 				divergences = load64(&s->divergences);
 			}
 			region_unmap_ctl(ctl);
@@ -467,7 +468,11 @@ int cmd_guard(int argc, char **argv)
 			else if (role == ROLE_BACKUP && divergences &&
 				 repair_diverged(&g, pid, divergences))
 				;	/* rebuilt: nothing else this tick */
-			else if (g.criu_ok && role == ROLE_BACKUP && periodic_due(&g, applied))
+			/* Only a state that its log can carry to the end: an image of
+			 * a node that needs a rebuild would bring back one that still
+			 * does (and be the newest point its restore picks). */
+			else if (g.criu_ok && role == ROLE_BACKUP && recoverable &&
+				 periodic_due(&g, applied))
 				take_checkpoint(&g);
 		} else if (g.last_role != ROLE_DOWN) {
 			bring_back(&g);
