@@ -215,6 +215,7 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 		h->req = ckpt_hold(h->ctl, node, err, errlen);
 		if (!h->req) {
 			region_unmap_ctl(h->ctl);
+			h->ctl = NULL;	/* the caller's snapshot_release must not write it */
 			return -1;
 		}
 		open = load64(&w->open_conns);
@@ -231,6 +232,7 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 				 (unsigned long long)open, open == 1 ? "" : "s", CONNS_WAIT_MS / 1000,
 				 open == 1 ? "its session" : "their sessions");
 			region_unmap_ctl(h->ctl);
+			h->ctl = NULL;	/* the caller's snapshot_release must not write it */
 			return -1;
 		}
 		usleep(100 * 1000);

@@ -97,12 +97,18 @@ on_fresh_cluster() {
 		loop=$!
 	fi
 	out=$("$1" "${a%:*}" "${a##*:}")
+	[ -n "$out" ] || out=failed
 	if [ -n "$loop" ]; then rm -f "$work/busy"; wait "$loop" || true; fi
 	"$apus" stop --config "$conf" >/dev/null 3>&-
 	echo "$out"
 }
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+# ratio A B - A / B to two decimals, or "-" when either is no number (a
+# run that failed: a failover mid-run ends redis-benchmark).
+ratio() {
+	[[ "$1" =~ ^[0-9.]+$ && "$2" =~ ^[0-9.]*[1-9][0-9.]*$ ]] || { echo -; return; }
+	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'
+}
 
 row() { printf '| %s | %s |\n' "$1" "$2"; }
 table_head() { printf '| what | seconds |\n|---|---|\n'; }
