@@ -4,7 +4,7 @@
 # recovery benchmark in turn, as shipped (guard on, its recovery points):
 #
 #   apps/redis/recovery-bench.sh      1,000,000 keys of 100 B, a 16 MB log
-#   apps/memcached/recovery-bench.sh  65,536 items of 16 kB (1 GB), 256 MB log
+#   apps/memcached/recovery-bench.sh  100,000 sets of 16 kB (1 GB of items), 256 MB log
 #   apps/mariadb/recovery-bench.sh    100,000 rows of 1 kB, a 16 MB log
 #
 # Each prints its server's own cold start next to the time until an apus
@@ -34,8 +34,8 @@ for s in "${servers[@]}"; do
 	case $s$small in
 	redis) args=(1000000 100 16M) ;;
 	redis1) args=(100000 100 4M) ;;
-	memcached) args=(65536 16384 256M) ;;
-	memcached1) args=(6554 16384 32M) ;;
+	memcached) args=(100000 16384 256M) ;;
+	memcached1) args=(10000 16384 32M) ;;
 	mariadb) args=(100000 1000 16M) ;;
 	mariadb1) args=(10000 1000 4M) ;;
 	esac
