@@ -18,6 +18,7 @@
 # 18821-18823 (in namespaces: 18801, 18811, 18821 at each node's address).
 
 load ../bats/helpers
+load faults
 
 MARIADB_APP="$APUS_ROOT/apps/mariadb"
 PB=18800
@@ -185,25 +186,6 @@ function audit_all() {
 	done
 }
 
-# kill_all - kill -9 every node's server (their guards bring them back).
-function kill_all() {
-	local n
-	for n in $(conf_nodes "$CONF"); do
-		kill -KILL "$(redis_pid "$n")" 2>/dev/null || true
-	done
-}
-
-# max_log_pos - the largest log_pos apus status shows.
-function max_log_pos() {
-	local j n p max=0
-	j=$(status_json) || return 1
-	for n in $(conf_nodes "$CONF"); do
-		p=$(status_node "$j" "$n" log_pos) || continue
-		[[ "$p" =~ ^[0-9]+$ ]] && [ "$p" -gt "$max" ] && max=$p
-	done
-	echo "$max"
-}
-
 @test "mariadb as shipped, 1 MB log: kill -9 of all (twice), stop/start of all, kill -9 of a leader and a backup, pause of a leader: every acknowledged insert on every replica, checksums equal, the leader answers a query within 30 s each time" {
 	OWN_CONF=$(soak_conf "$(test_dir own$PB)" 1M) || fail "soak_conf failed"
 	CONF=$OWN_CONF
@@ -226,25 +208,7 @@ function max_log_pos() {
 		k=$((k + 1))
 		fill=$((SECONDS - t0))
 		t0=$SECONDS
-		case $round in
-		kill-all) kill_all ;;
-		stop-start)
-			run timeout 60 "$APUS" stop --config "$CONF" 3>&-
-			assert_eq "$status" 0 "apus stop: $output"
-			t0=$SECONDS
-			run timeout 120 "$APUS" start --config "$CONF" 3>&-
-			assert_eq "$status" 0 "apus start: $output"
-			;;
-		kill-leader) kill -KILL "$(redis_pid "$(leader_id)")" ;;
-		kill-backup) kill -KILL "$(redis_pid "$(backups | head -n 1)")" ;;
-		pause-leader)
-			p=$(redis_pid "$(leader_id)")
-			kill -STOP "$p"
-			sleep 2
-			kill -CONT "$p"
-			;;
-		*) fail "unknown round $round" ;;
-		esac
+		inject "$round"
 		sleep 0.5
 		until mdb_serving_leader "$k"; do
 			[ $((SECONDS - t0)) -lt "$SERVE_BOUND" ] ||

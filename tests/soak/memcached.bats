@@ -18,6 +18,7 @@
 # each node's address, admin 1879<node>).
 
 load ../bats/helpers
+load faults
 
 MC="$APUS_ROOT/apps/memcached"
 PB=18760
@@ -177,25 +178,6 @@ function mc_digests_equal() {
 	[[ "$d" =~ ^[0-9a-f]{64}\ [0-9]+$ ]]
 }
 
-# kill_all - kill -9 every node's server (their guards bring them back).
-function kill_all() {
-	local n
-	for n in $(conf_nodes "$CONF"); do
-		kill -KILL "$(redis_pid "$n")" 2>/dev/null || true
-	done
-}
-
-# max_log_pos - the largest log_pos apus status shows.
-function max_log_pos() {
-	local j n p max=0
-	j=$(status_json) || return 1
-	for n in $(conf_nodes "$CONF"); do
-		p=$(status_node "$j" "$n" log_pos) || continue
-		[[ "$p" =~ ^[0-9]+$ ]] && [ "$p" -gt "$max" ] && max=$p
-	done
-	echo "$max"
-}
-
 @test "memcached as shipped, 1 MB log: kill -9 of all (twice), stop/start of all, kill -9 of a leader and a backup, pause of a leader: every acknowledged set on every replica, digests equal, a leader serves within 30 s each time" {
 	OWN_CONF=$(soak_conf "$(test_dir own$PB)" 1M) || fail "soak_conf failed"
 	CONF=$OWN_CONF
@@ -216,25 +198,7 @@ function max_log_pos() {
 		[ "$status" -eq 0 ] || fail "$round: the fill failed (exit $status): $output; $(status_json); $(show_logs "$CONF" 15)"
 		fill=$((SECONDS - t0))
 		t0=$SECONDS
-		case $round in
-		kill-all) kill_all ;;
-		stop-start)
-			run timeout 60 "$APUS" stop --config "$CONF" 3>&-
-			assert_eq "$status" 0 "apus stop: $output"
-			t0=$SECONDS
-			run timeout 120 "$APUS" start --config "$CONF" 3>&-
-			assert_eq "$status" 0 "apus start: $output"
-			;;
-		kill-leader) kill -KILL "$(redis_pid "$(leader_id)")" ;;
-		kill-backup) kill -KILL "$(redis_pid "$(backups | head -n 1)")" ;;
-		pause-leader)
-			p=$(redis_pid "$(leader_id)")
-			kill -STOP "$p"
-			sleep 2
-			kill -CONT "$p"
-			;;
-		*) fail "unknown round $round" ;;
-		esac
+		inject "$round"
 		sleep 0.5
 		until mc_serving_leader; do
 			[ $((SECONDS - t0)) -lt "$SERVE_BOUND" ] ||

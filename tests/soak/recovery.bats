@@ -10,6 +10,7 @@
 # Ports 18660-18739.
 
 load ../bats/helpers
+load faults
 
 function setup() {
 	requires redis
@@ -27,14 +28,6 @@ function teardown() {
 # fill N - N SETs of random keys (~N x 90 bytes of log).
 function fill() {
 	bench -t set -n "$1" -r 100000000 -d 16 -c 20 -q >/dev/null
-}
-
-# kill_all - kill -9 every node's server (their guards bring them back).
-function kill_all() {
-	local n
-	for n in $(conf_nodes "$CONF"); do
-		kill -KILL "$(redis_pid "$n")" 2>/dev/null || true
-	done
 }
 
 @test "list audit, guard on, 4 MB log: kill -9 of all (twice), stop/start of all, kill -9 of a leader and a backup, pause of a leader: every acknowledged write kept, a leader serves within 30 s each time" {

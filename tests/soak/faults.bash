@@ -1,0 +1,46 @@
+# The soaks' faults (sourced by tests/soak/*.bats after ../bats/helpers).
+
+# kill_all - kill -9 every node's server (their guards bring them back).
+function kill_all() {
+	local n
+	for n in $(conf_nodes "$CONF"); do
+		kill -KILL "$(redis_pid "$n")" 2>/dev/null || true
+	done
+}
+
+# max_log_pos - the largest log_pos apus status shows.
+function max_log_pos() {
+	local j n p max=0
+	j=$(status_json) || return 1
+	for n in $(conf_nodes "$CONF"); do
+		p=$(status_node "$j" "$n" log_pos) || continue
+		[[ "$p" =~ ^[0-9]+$ ]] && [ "$p" -gt "$max" ] && max=$p
+	done
+	echo "$max"
+}
+
+# inject ROUND - one round's fault: kill-all, stop-start (apus stop, then
+# apus start; the caller's t0 is set between them: a serve bound counts
+# from the start), kill-leader, kill-backup or pause-leader (SIGSTOP, 2 s).
+function inject() {
+	local p
+	case $1 in
+	kill-all) kill_all ;;
+	stop-start)
+		run timeout 60 "$APUS" stop --config "$CONF" 3>&-
+		assert_eq "$status" 0 "apus stop: $output"
+		t0=$SECONDS
+		run timeout 120 "$APUS" start --config "$CONF" 3>&-
+		assert_eq "$status" 0 "apus start: $output"
+		;;
+	kill-leader) kill -KILL "$(redis_pid "$(leader_id)")" ;;
+	kill-backup) kill -KILL "$(redis_pid "$(backups | head -n 1)")" ;;
+	pause-leader)
+		p=$(redis_pid "$(leader_id)")
+		kill -STOP "$p"
+		sleep 2
+		kill -CONT "$p"
+		;;
+	*) fail "unknown round $1" ;;
+	esac
+}
