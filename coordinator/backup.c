@@ -22,6 +22,9 @@
 
 #define AGREE_BATCH 256
 
+/* How long a join may go unanswered before we ask again. */
+#define JOIN_RETRY_NS (5ULL * 1000000000ULL)
+
 struct backup {
 	struct node *n;
 	int leader;		/* whom we follow, -1: nobody */
@@ -34,6 +37,8 @@ struct backup {
 	uint64_t last_hb_ns;	/* when we last reported liveness to the leader */
 	uint64_t join_ns;	/* when we last asked to join */
 	uint64_t join_seq;	/* our current join: the leader's copy names it */
+	uint64_t join_asked_ns;	/* when we first asked for this join (0: not yet) */
+	int join_answered;	/* the leader's sync words for this join arrived */
 	uint64_t snap_told;	/* the recovery point position the leader knows of */
 	uint64_t own_upto;	/* left behind: execute our own log up to here, then join */
 	uint64_t agreed_ns;	/* when agreement last moved (or we synced) */
@@ -83,6 +88,8 @@ static void rejoin(struct backup *b)
 	b->join_seq = (b->join_seq > last ? b->join_seq : last) + 1;
 	store64(&b->n->status->join_seq, b->join_seq);
 	b->join_ns = 0;
+	b->join_asked_ns = 0;
+	b->join_answered = 0;
 	b->snap_told = UINT64_MAX;	/* a new leader knows nothing of it */
 }
 
@@ -170,6 +177,7 @@ static void take_sync(struct backup *b)
 	    __atomic_load_n(&s->inc, __ATOMIC_RELAXED) != n->ctl->incarnation ||
 	    __atomic_load_n(&s->seq, __ATOMIC_RELAXED) != b->join_seq)
 		return;
+	b->join_answered = 1;
 	uint64_t from = __atomic_load_n(&s->from_pos, __ATOMIC_RELAXED);
 	uint64_t from_idx = __atomic_load_n(&s->from_idx, __ATOMIC_RELAXED);
 	uint64_t upto = __atomic_load_n(&s->sync_idx, __ATOMIC_RELAXED);
@@ -262,6 +270,17 @@ static void join(struct backup *b, uint64_t now)
 
 	if (b->join_ns && now - b->join_ns < (uint64_t)n->cfg.heartbeat_ms * 1000000ULL)
 		return;
+	/* The leader answers each join once; an answer lost on the way (its
+	 * connection to us broke, or led to a process we no longer are) is
+	 * never sent again for the same join: ask a new one. */
+	if (!b->join_asked_ns) {
+		b->join_asked_ns = now;
+	} else if (!b->join_answered && now - b->join_asked_ns > JOIN_RETRY_NS) {
+		pr_warn("node %d has not answered our join for %llu ms: asking again", b->leader,
+			(unsigned long long)((now - b->join_asked_ns) / 1000000));
+		rejoin(b);
+		b->join_asked_ns = now;
+	}
 	node_log_end(n, &end_view, &end_idx, &end_pos);
 	j.end_idx = end_idx;
 	j.end_view = end_view;

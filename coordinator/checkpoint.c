@@ -41,6 +41,8 @@ int node_checkpoint_poll(struct node *n)
 		n->ckpt_hold = 0;
 		/* A fresh start may have written its pid here since the dump. */
 		store64(&n->status->pid, (uint64_t)getpid());
+		if (n->ops->restored)
+			n->ops->restored(n->tp);
 		pr_info("restored from a checkpoint at entry %llu: joining the leader from there",
 			(unsigned long long)n->exec_idx - 1);
 		/* Judged again from the state the server now holds: the image's

@@ -65,6 +65,12 @@ struct transport_ops {
 	 * thread), so that the child holds no socket a restarted or
 	 * re-executed node needs (its peer port).  NULL: nothing to close. */
 	void (*forget)(struct transport *t);
+	/* This process was restored from an image of itself (CRIU): the
+	 * connections it holds are copies whose other ends moved on.  Drops
+	 * them all and takes a new incarnation, so that peers see a restart.
+	 * NULL: nothing to drop (shm: a restored process maps its peers'
+	 * regions anew on its own). */
+	void (*restored)(struct transport *t);
 };
 
 struct transport {

@@ -138,6 +138,7 @@ struct tcp_out {	/* our connection for writing into a peer's region */
 	char obuf[OUT_BUF];
 	int failing;		/* the last attempt failed (logged once per reason) */
 	int restarted;		/* the last connect reached a new incarnation */
+	int stale;		/* atomic: the peer wrote to us as a newer incarnation */
 	uint64_t incarnation;	/* of the peer when we last reached it; 0: never */
 	char why[96];		/* why it failed */
 	uint64_t backoff_ns;	/* doubles while it keeps failing, up to BACKOFF_MAX_NS */
@@ -178,6 +179,19 @@ static struct region_ctl *local_ctl(struct tcp_transport *s)
 	return (struct region_ctl *)s->local;
 }
 
+/* A random incarnation, never 0 (0 means "never reached"). */
+static uint64_t new_incarnation(void)
+{
+	uint8_t rnd[ADMIT_NONCE_LEN] = { 0 };
+	uint64_t inc;
+
+	if (admit_nonce(rnd))
+		pr_warn("no random numbers for our incarnation; using the clock");
+	memcpy(&inc, rnd, sizeof(inc));
+	inc ^= now_ns();
+	return inc ? inc : 1;
+}
+
 static int tcp_open(const struct apus_config *cfg, int self, void *region, size_t size,
 		    struct transport **out)
 {
@@ -195,13 +209,7 @@ static int tcp_open(const struct apus_config *cfg, int self, void *region, size_
 		return err;
 	}
 	s->t.ops = &transport_tcp_ops;
-	uint8_t rnd[ADMIT_NONCE_LEN] = { 0 };
-	if (admit_nonce(rnd))
-		pr_warn("no random numbers for our incarnation; using the clock");
-	memcpy(&s->incarnation, rnd, sizeof(s->incarnation));
-	s->incarnation ^= now_ns();
-	if (!s->incarnation)
-		s->incarnation = 1;	/* 0 means "never reached" */
+	s->incarnation = new_incarnation();
 	s->refused_tokens = REFUSED_BURST;
 	s->refused_log_ns = now_ns();
 	s->cfg = cfg;
@@ -322,7 +330,7 @@ static int recv_timed(struct tcp_transport *s, int fd, void *buf, size_t len, in
 static const char *prove(struct tcp_transport *s, int fd, int peer)
 {
 	struct hello h = { HELLO_MAGIC, HELLO_VERSION, (uint8_t)s->self, (uint8_t)peer, { 0 },
-			   s->incarnation };
+			   __atomic_load_n(&s->incarnation, __ATOMIC_RELAXED) };
 	struct challenge ch;
 	uint8_t proof[ADMIT_MAC_LEN];
 	struct welcome w;
@@ -666,7 +674,7 @@ static int in_hello(struct tcp_transport *s, struct tcp_in *in)
 static int in_proof(struct tcp_transport *s, struct tcp_in *in)
 {
 	int peer = -1 - in->peer;
-	struct welcome welcome = { HELLO_MAGIC, 0, s->incarnation };
+	struct welcome welcome = { HELLO_MAGIC, 0, __atomic_load_n(&s->incarnation, __ATOMIC_RELAXED) };
 	int fenced;
 	char from[INET6_ADDRSTRLEN + 8];
 
@@ -697,6 +705,13 @@ static int in_proof(struct tcp_transport *s, struct tcp_in *in)
 		pr_info("node %d restarted (new incarnation): fence lifted", peer);
 	}
 	__atomic_store_n(&s->peer_inc[peer], in->inc, __ATOMIC_RELAXED);
+	/* Our connection to an earlier incarnation leads to a process that is
+	 * gone, or to a copy of it restored from an image: one whose socket
+	 * may never answer us (its copy of the connection stands where the
+	 * image was taken).  check() drops it and says the peer restarted. */
+	uint64_t reached = __atomic_load_n(&s->out[peer].incarnation, __ATOMIC_RELAXED);
+	if (reached && reached != in->inc && __atomic_load_n(&s->out[peer].fd, __ATOMIC_ACQUIRE) >= 0)
+		__atomic_store_n(&s->out[peer].stale, 1, __ATOMIC_RELEASE);
 	/* One connection per writer: an older one from the same peer is stale. */
 	for (int i = 0; i < MAX_IN; i++)
 		if (&s->in[i] != in && s->in[i].fd >= 0 && s->in[i].peer == peer)
@@ -909,6 +924,12 @@ static int tcp_check(struct transport *t, int peer)
 
 	if (__atomic_exchange_n(&o->restarted, 0, __ATOMIC_ACQ_REL))
 		return -ECONNRESET;
+	if (__atomic_exchange_n(&o->stale, 0, __ATOMIC_ACQ_REL)) {
+		pthread_mutex_lock(&o->lock);
+		out_drop(o);
+		pthread_mutex_unlock(&o->lock);
+		return -ECONNRESET;
+	}
 	if (fd < 0)
 		return -ENOTCONN;
 	/* The peer never sends on our connection: readable means it closed. */
@@ -995,6 +1016,29 @@ static void tcp_forget(struct transport *t)
 	close_fds(TCP(t));
 }
 
+/* Restored from an image: our connections are copies of ones whose other
+ * ends moved on (or closed while a network lock hid it); a peer may keep
+ * writing into its end and never hear from ours.  Drop them all, and come
+ * back as a new incarnation: peers drop what leads to the old one. */
+static void tcp_restored(struct transport *t)
+{
+	struct tcp_transport *s = TCP(t);
+
+	pthread_mutex_lock(&s->rx);
+	for (int i = 0; i < MAX_IN; i++)
+		if (s->in[i].fd >= 0)
+			in_close(s, &s->in[i]);
+	__atomic_store_n(&s->incarnation, new_incarnation(), __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&s->rx);
+	for (int i = 0; i < APUS_MAX_NODES; i++) {
+		pthread_mutex_lock(&s->out[i].lock);
+		out_drop(&s->out[i]);
+		pthread_mutex_unlock(&s->out[i].lock);
+	}
+	pr_info("restored from an image: every peer connection dropped, rejoining as a new "
+		"incarnation");
+}
+
 const struct transport_ops transport_tcp_ops = {
 	.name = "tcp",
 	.open = tcp_open,
@@ -1011,4 +1055,5 @@ const struct transport_ops transport_tcp_ops = {
 	.unfence = tcp_unfence,
 	.close = tcp_close,
 	.forget = tcp_forget,
+	.restored = tcp_restored,
 };
