@@ -81,7 +81,8 @@ int node_checkpoint_poll(struct node *n)
 		 * snapshot the guard asks the server for next then holds exactly
 		 * the entries up to idx), or after DRAIN_MAX_NS regardless: the
 		 * CRIU image holds unread bytes too, and `drained` says which. */
-		int drained = backup && !replay_maintain(n->replay);
+		int unaccepted = backup ? replay_unaccepted(n->replay) : 0;
+		int drained = backup && !replay_maintain(n->replay) && !unaccepted;
 		if (backup && !drained && now_ns() - n->ckpt_hold_ns < DRAIN_MAX_NS)
 			return restored;
 		if (backup) {
@@ -90,6 +91,7 @@ int node_checkpoint_poll(struct node *n)
 			store64(&w->view, n->exec_view);
 			store64(&w->drained, (uint64_t)drained);
 			store64(&w->open_conns, (uint64_t)replay_open_conns(n->replay));
+			store64(&w->unaccepted, (uint64_t)unaccepted);
 		}
 		store64(&w->refused, !backup);
 		/* The answer last: the guard reads the words above after it. */

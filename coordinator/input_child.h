@@ -13,9 +13,10 @@
  * random numbers).  A backup's server does not learn of its own child's
  * end before its replay reaches that entry: ends it reaps early are kept
  * here (the server is told the child still runs); at the entry, the
- * replay waits, up to CHILD_WAIT_NS, until every earlier turn is taken
- * and the server's next wait has returned the end (waiting for the child
- * itself if it still runs).  A replica that has no child F (it restarted
+ * replay waits until every earlier turn is taken and the server's next
+ * wait has returned the end: for as long as its own child still runs (up
+ * to CHILD_RUN_MAX_NS: a backup's child may take longer than the
+ * leader's), then up to CHILD_WAIT_NS for the server to ask.  A replica that has no child F (it restarted
  * from a recovery point taken after F, or its fork failed) skips the
  * entry.
  *
@@ -33,8 +34,12 @@
 
 struct node;
 
-/* How long a backup's replay waits at an ENTRY_CHILD for its server. */
+/* How long a backup's replay waits at an ENTRY_CHILD for its server to
+ * ask for an end that is there (the child ended, or ended on the leader
+ * and we reaped it). */
 #define CHILD_WAIT_NS (2000ULL * 1000000)
+/* How long it waits for its own child, still running, to end. */
+#define CHILD_RUN_MAX_NS (300000ULL * 1000000)
 /* How long a backup keeps an end no entry of its log names. */
 #define CHILD_KEEP_NS (30000ULL * 1000000)
 
@@ -47,8 +52,8 @@ pid_t input_child_wait(struct node *n, pid_t pid, int *status, int options, stru
 
 /* Backup's replay at the ENTRY_CHILD IDX (stamp STAMP) for the child
  * forked at FORKED_AT: 1 when the server has had the end (or this
- * replica has no such child), 0 while it waits; after CHILD_WAIT_NS the
- * end goes to the server whenever it asks, and this returns 1. */
+ * replica has no such child), 0 while it waits; after the bounds above
+ * the end goes to the server whenever it asks, and this returns 1. */
 int input_child_due(uint64_t forked_at, uint64_t idx, uint64_t stamp, uint64_t waited_ns);
 
 #endif

@@ -41,6 +41,11 @@ struct ckpt_words {
 	 * anything past idx, so a snapshot taken under that hold (which then
 	 * may hold more than idx) is known for what it is. */
 	uint64_t broken;
+	/* node: connections its replay opened at or before idx that the
+	 * server had not accepted yet.  They wait in the listening socket's
+	 * backlog, which a CRIU image does not hold: a process restored from
+	 * it would never see them (their input would have nowhere to go). */
+	uint64_t unaccepted;
 	/* Guard (ckpt_take only), for the metrics endpoint: checkpoints
 	 * taken of this region's process, the last one's dump time and
 	 * image size. */

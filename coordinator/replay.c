@@ -519,6 +519,18 @@ int replay_open_conns(struct replay *r)
 	return open;
 }
 
+int replay_unaccepted(struct replay *r)
+{
+	int n = 0;
+
+	for (int b = 0; b < NBUCKETS; b++)
+		for (struct rconn *c = r->buckets[b]; c; c = c->next)
+			if (!c->dead && c->tap &&
+			    __atomic_load_n(&c->tap->state, __ATOMIC_ACQUIRE) == TAP_ARMED)
+				n++;
+	return n;
+}
+
 /* A new view begins: the connections of earlier views ended with their
  * leader (their clients reconnect to the new one), so every replica closes
  * them here, at the same point of the log. */

@@ -40,6 +40,9 @@ int replay_maintain(struct replay *r);
 /* How many client connections are open in the server (an ACCEPT executed,
  * its CLOSE not yet).  Role thread. */
 int replay_open_conns(struct replay *r);
+/* Connections it opened to the server that the server has not accepted
+ * yet (in the listening socket's backlog). */
+int replay_unaccepted(struct replay *r);
 
 /* How many turns the server has taken (or replay skipped) so far: moves
  * while the server works through what it was sent. */

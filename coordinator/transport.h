@@ -68,8 +68,7 @@ struct transport_ops {
 	/* This process was restored from an image of itself (CRIU): the
 	 * connections it holds are copies whose other ends moved on.  Drops
 	 * them all and takes a new incarnation, so that peers see a restart.
-	 * NULL: nothing to drop (shm: a restored process maps its peers'
-	 * regions anew on its own). */
+	 * NULL: nothing to drop (shm holds mappings, not connections). */
 	void (*restored)(struct transport *t);
 };
 

@@ -260,6 +260,16 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	c.log_pos = load64(&w->pos);
 	c.view = load64(&w->view);
 	c.drained = load64(&w->drained) != 0;
+	if (load64(&w->unaccepted)) {
+		/* CRIU images no listening socket's backlog: restored from
+		 * this image, the server would never see those connections. */
+		seterr(err, errlen, "node %d's server had not accepted %llu of its replay's connections "
+				    "in time; try again", node, (unsigned long long)load64(&w->unaccepted));
+		store64(&w->release, req);
+		note_failure(ctl, err);
+		region_unmap_ctl(ctl);
+		return -1;
+	}
 	c.time_ms = realtime_ms();
 	snprintf(c.id, sizeof(c.id), "%012llu-%llu", (unsigned long long)c.index,
 		 (unsigned long long)c.time_ms);

@@ -152,6 +152,10 @@ function fill() {
 	same_state "$before" "$keys"
 }
 
+# make test-full's (and make soak's, with every shipped server): a paused
+# leader (failover.bats) and kills under a writer with the log wrapping
+# (above) are make test's.
+# bats test_tags=soak
 @test "list audit under SIGSTOP of the leader and of a backup and kill -9 of a backup, the log wrapping: no acknowledged write lost" {
 	local n p
 	start_writer faults 120

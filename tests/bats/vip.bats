@@ -155,19 +155,23 @@ function at_vip() {
 
 @test "vip.sh run twice is idempotent, and without arping it still moves the address and says so" {
 	# The hook does not look at roles; VIP2 is not the cluster's.
-	local a=1 b=2 shadow d f out
-	# A PATH with everything but arping.
-	shadow="$BATS_TEST_TMPDIR/bin"
-	mkdir -p "$shadow"
+	local a=1 b=2 shadow d path= out
+	# A PATH with everything but arping: the folders without it as they
+	# are, each one with it as links to all its other programs.
 	for d in ${PATH//:/ }; do
-		for f in "$d"/*; do
-			[ "${f##*/}" = arping ] || [ ! -x "$f" ] || [ -e "$shadow/${f##*/}" ] || ln -s "$f" "$shadow/${f##*/}"
-		done
+		if [ -e "$d/arping" ]; then
+			shadow="$BATS_TEST_TMPDIR/bin${#path}"
+			mkdir -p "$shadow"
+			find "$d" -maxdepth 1 ! -name arping \( -type f -o -type l \) -executable \
+				-exec ln -sf -t "$shadow" {} +
+			d=$shadow
+		fi
+		path+=${path:+:}$d
 	done
-	run env PATH="$shadow" bash -c 'command -v arping'
-	[ "$status" -ne 0 ] || fail "arping still found through $shadow: $output"
+	run env PATH="$path" bash -c 'command -v arping'
+	[ "$status" -ne 0 ] || fail "arping still found through $path: $output"
 	for node in "$a" "$b" "$b"; do
-		run ip netns exec "$(conf_node_get "$CONF" "$node" netns)" env PATH="$shadow" \
+		run ip netns exec "$(conf_node_get "$CONF" "$node" netns)" env PATH="$path" \
 			APUS_CONFIG="$CONF" APUS_LEADER="$node" APUS_VIEW=7 bash "$HOOK" "$VIP2/24"
 		assert_eq "$status" 0 "exit of the hook on node $node: $output"
 		[[ "$output" == *"vip.sh: view 7: no arping from iputils-arping"* ]] || fail "no word about arping: $output"
