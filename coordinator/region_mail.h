@@ -43,8 +43,8 @@ struct ckpt_words {
 	uint64_t broken;
 	/* node: connections its replay opened at or before idx that the
 	 * server had not accepted yet.  They wait in the listening socket's
-	 * backlog, which a CRIU image does not hold: a process restored from
-	 * it would never see them (their input would have nowhere to go). */
+	 * backlog, which CRIU does not dump (it fails: "In-flight
+	 * connection"): the guard does not try. */
 	uint64_t unaccepted;
 	/* Guard (ckpt_take only), for the metrics endpoint: checkpoints
 	 * taken of this region's process, the last one's dump time and

@@ -261,8 +261,8 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	c.view = load64(&w->view);
 	c.drained = load64(&w->drained) != 0;
 	if (load64(&w->unaccepted)) {
-		/* CRIU images no listening socket's backlog: restored from
-		 * this image, the server would never see those connections. */
+		/* CRIU refuses a listening socket with connections in its
+		 * backlog ("In-flight connection"): say why, dump nothing. */
 		seterr(err, errlen, "node %d's server had not accepted %llu of its replay's connections "
 				    "in time; try again", node, (unsigned long long)load64(&w->unaccepted));
 		store64(&w->release, req);

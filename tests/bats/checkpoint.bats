@@ -1,10 +1,12 @@
 #!/usr/bin/env bats
 # Checkpoints of backups (issue 5), with real CRIU and real Redis:
 # apus checkpoint under write load, kill -9, apus restore -> the same DEBUG
-# DIGEST as the leader; a damaged checkpoint is refused and an older one
-# used; the leader is never checkpointed; the guard takes checkpoints by
-# itself and restores a crashed backup; without CRIU, apus start says so in
-# one line and replication works on.
+# DIGEST as the leader; a backup whose server has a replay connection in
+# its listening socket's backlog is not imaged (CRIU would fail), and says
+# why; a damaged checkpoint is refused and an older one used; the leader
+# is never checkpointed; the guard takes checkpoints by itself and
+# restores a crashed backup; without CRIU, apus start says so in one line
+# and replication works on.
 
 load helpers
 
@@ -57,6 +59,31 @@ function checkpoint() {
 	assert_eq "$(admin "$victim" GET after:ctr)" 500 "a counter written after the checkpoint"
 	grep -q "restored from a checkpoint at entry" "$(data_dir "$victim")/apus.log" ||
 		fail "the restored node did not notice it came back"
+}
+
+@test "a backup whose server has not accepted a replay connection yet is not imaged and says why (CRIU fails on a listening socket's backlog); once it has, its image brings that connection's write back" {
+	local victim pid sleeper id
+	victim=$(backups | head -n 1)
+	pid=$(redis_pid "$victim")
+	# Its server busy on its admin socket (not an input of the log): the
+	# replay's connection for the client below waits in the backlog.
+	admin "$victim" DEBUG SLEEP 4 >/dev/null &
+	sleeper=$!
+	sleep 0.3
+	redis-cli -h "$(leader_host)" -p "$(leader_port)" SET backlog:key v >/dev/null
+	run "$APUS" checkpoint --config "$CONF" --node "$victim" 3>&-
+	echo "$output"
+	[ "$status" -ne 0 ] || fail "imaged while a replay connection was not accepted: $output"
+	[[ "$output" == *"had not accepted 1 of its replay's connections"* ]] || fail "unclear message: $output"
+	wait "$sleeper"
+	id=$(checkpoint "$victim")
+	[ -n "$id" ] || fail "no checkpoint once the server had accepted it"
+	kill -KILL "$pid"
+	wait_pids_gone 5 "$pid" || fail "node $victim did not die"
+	run "$APUS" restore --config "$CONF" --node "$victim" --checkpoint "$id" 3>&-
+	[ "$status" -eq 0 ] || fail "apus restore failed: $output"
+	wait_digests_equal "$CONF" 60
+	assert_eq "$(admin "$victim" GET backlog:key)" v "the write of the connection accepted late"
 }
 
 @test "a damaged checkpoint is refused with a clear message and an older one is used" {

@@ -25,7 +25,7 @@ setup_file() {
 	bench -t set,incr,lpush,sadd,hset -n 2000 -c 50 -r 100000 -q
 	local keys
 	keys=$(admin "$(leader_id)" DBSIZE)
-	[ "$keys" -gt 1500 ] || fail "leader holds only $keys keys after the benchmark""
+	[ "$keys" -gt 1500 ] || fail "leader holds only $keys keys after the benchmark"
 	wait_digests_equal "$CONF" 30
 }
 

@@ -1,12 +1,18 @@
 #!/usr/bin/env bats
 # tests/known/: what users need that FAILS today (sometimes, here), naming
 # the bug; not part of make test (`bats tests/known/`).  A child's end is
-# an input of the log (coordinator/input_child.h), but a backup's replay
-# waits at most 2 s (CHILD_WAIT_NS) for its own child to end where the
-# leader's did.  Under load (the full make test on 2 cores) a backup's
-# AOF rewrite child can take longer; DEBUG LOADAOF then loads another AOF
-# state there: in 1 of 4 runs (the full suite) node 2 ended with 9 keys
-# where the others had 10.  Alone it passed 3 of 3.  Ports 19620-19699.
+# an input of the log (coordinator/input_child.h).  Under load (two busy
+# loops beside it on 2 cores) it still fails in about 1 run of 3: a
+# backup ends without after:0, the key written right after round 0's
+# DEBUG LOADAOF (digests differ, 9 keys against 10), or with one reply
+# of the round's BGSAVEs different from the leader's (a divergence
+# record).  The replay's wait for its own child's end is no longer
+# bounded at 2 s (it was the first suspect): that did not change it, and
+# no replay warning shows in the failing runs.  Not explained yet: a
+# fork the server makes from its cron (a rewrite scheduled while another
+# child ran) is not an ordered input (doc/limits.md), and Redis's
+# multi-part AOF (a rewrite's end swaps the manifest) is where to look.
+# Alone, on an idle machine, it passes.  Ports 19620-19699.
 
 load ../bats/helpers
 
