@@ -16,9 +16,12 @@
  * replay waits until every earlier turn is taken and the server's next
  * wait has returned the end: for as long as its own child still runs (up
  * to CHILD_RUN_MAX_NS: a backup's child may take longer than the
- * leader's), then up to CHILD_WAIT_NS for the server to ask.  A replica that has no child F (it restarted
- * from a recovery point taken after F, or its fork failed) skips the
- * entry.
+ * leader's), then up to CHILD_WAIT_NS for the server to ask.  A replica
+ * that has no child F (it restarted from a recovery point taken after F,
+ * or its fork failed) skips the entry.  So does one whose server forked
+ * its twin in another window (from its timers: Redis's cron starts a
+ * rewrite asked while another child ran): its end reaches that server
+ * only after CHILD_KEEP_NS (doc/limits.md).
  *
  * A poll (WNOHANG) is ordered so wherever it is made: a server's timers
  * run in the window of whatever it read last in the same pass of its
