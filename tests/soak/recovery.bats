@@ -35,30 +35,14 @@ function fill() {
 	sed -i "s/^guard .*/&\ncheckpoint_interval_s = 2/" "$OWN_CONF"
 	CONF=$OWN_CONF
 	start_cluster "$CONF"
-	local round n p t0
+	local round n t0
 	start_writer soak 75
 	for round in ${SOAK_ROUNDS:-kill-all stop-start kill-leader kill-all pause-leader kill-backup}; do
 		sleep 4
 		# Fill the log between faults: it wraps about every 4 s of this load.
 		fill 20000
 		t0=$SECONDS
-		case $round in
-		kill-all) kill_all ;;
-		stop-start)
-			run timeout 60 "$APUS" stop --config "$CONF" 3>&-
-			assert_eq "$status" 0 "apus stop: $output"
-			run timeout 120 "$APUS" start --config "$CONF" 3>&-
-			assert_eq "$status" 0 "apus start: $output"
-			;;
-		kill-leader) kill -KILL "$(redis_pid "$(leader_id)")" ;;
-		kill-backup) kill -KILL "$(redis_pid "$(backups | head -n 1)")" ;;
-		pause-leader)
-			p=$(redis_pid "$(leader_id)")
-			kill -STOP "$p"
-			sleep 2
-			kill -CONT "$p"
-			;;
-		esac
+		inject "$round"
 		sleep 1
 		retry 290 0.1 serving_leader ||
 			fail "$round: no leader serves after $((SECONDS - t0)) s: $(status_json); $(show_logs "$CONF" 15)"
