@@ -2,7 +2,7 @@
 # tests/known/: what users need that FAILS today (sometimes, here), naming
 # the bug; not part of make test (`bats tests/known/`).  A child's end is
 # an input of the log (coordinator/input_child.h).  Under load (two busy
-# loops beside it on 2 cores) it still fails in about 1 run of 3: a
+# loops beside it on 2 cores) it still fails in about half the runs (5 of 9): a
 # backup ends without after:0, the key written right after round 0's
 # DEBUG LOADAOF (digests differ, 9 keys against 10), or with one reply
 # of the round's BGSAVEs different from the leader's (a divergence
