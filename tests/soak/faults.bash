@@ -44,3 +44,20 @@ function inject() {
 	*) fail "unknown round $1" ;;
 	esac
 }
+
+# keep_logs - in a teardown, after a failed test only: copies every node's
+# logs (apus.log, the guard's, its checkpoints' CRIU logs) to
+# $SOAK_LOG_DIR (default /tmp/apus-soak-logs)/<file>-<time>/n<N>/, since
+# bats drops the test's directories; says where.
+function keep_logs() {
+	[ -z "${BATS_TEST_COMPLETED:-}" ] && [ -n "${CONF:-}" ] || return 0
+	local dest n d
+	dest="${SOAK_LOG_DIR:-/tmp/apus-soak-logs}/$(basename "$BATS_TEST_FILENAME" .bats)-$(date +%Y%m%d-%H%M%S)"
+	for n in $(conf_nodes "$CONF"); do
+		d=$(data_dir "$n")
+		mkdir -p "$dest/n$n"
+		cp "$d"/apus*.log "$dest/n$n/" 2>/dev/null
+		(cd "$d" && find checkpoints -name '*.log' -exec cp --parents -t "$dest/n$n" {} +) 2>/dev/null
+	done
+	echo "# the nodes' logs are kept in $dest" >&3
+}

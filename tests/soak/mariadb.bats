@@ -38,6 +38,7 @@ function setup() {
 
 function teardown() {
 	end_mdb_writer
+	keep_logs
 	if [ -n "${OWN_CONF:-}" ]; then
 		stop_cluster "$OWN_CONF"
 		mdb_kill_leftovers "$OWN_CONF"

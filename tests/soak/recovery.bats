@@ -21,6 +21,7 @@ function setup() {
 }
 
 function teardown() {
+	keep_logs
 	[ -n "${OWN_CONF:-}" ] && stop_cluster "$OWN_CONF"
 	OWN_CONF=
 }
