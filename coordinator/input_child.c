@@ -34,9 +34,9 @@ static int nkids;
  * 0: none), and whether the server has had that end. */
 static uint64_t due_at, due_idx, due_stamp;
 static int due_taken;
-/* When the replay last saw the due child still running here (0: never). */
+/* When the replay last saw the due child still running here (0: never;
+ * the first time, it says it waits). */
 static uint64_t due_running_ns;
-static int due_told;	/* we said the replay waits for that child */
 
 static struct child *by_pid(pid_t pid)
 {
@@ -319,7 +319,6 @@ int input_child_due(uint64_t forked_at, uint64_t idx, uint64_t stamp, uint64_t w
 		due_stamp = stamp;
 		due_taken = 0;
 		due_running_ns = 0;
-		due_told = 0;
 	}
 	done = due_taken;
 	if (!done && waited_ns > CHILD_WAIT_NS) {
@@ -330,12 +329,11 @@ int input_child_due(uint64_t forked_at, uint64_t idx, uint64_t stamp, uint64_t w
 		 * did (a slower disk, a busier machine): its end is the input,
 		 * so wait for it, then give the server CHILD_WAIT_NS to ask. */
 		if (k && !k->ended && waited_ns < CHILD_RUN_MAX_NS && runs(k->pid)) {
-			if (!due_told)
+			if (!due_running_ns)
 				pr_info("entry %llu: child %d (forked at entry %llu) still runs here: "
 					"the replay waits for its end",
 					(unsigned long long)idx, (int)k->pid,
 					(unsigned long long)forked_at);
-			due_told = 1;
 			due_running_ns = now;
 			pthread_mutex_unlock(&lock);
 			return 0;
