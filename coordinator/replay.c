@@ -5,6 +5,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -184,6 +186,10 @@ static void conn_drain(struct replay *r, struct rconn *c, int until_empty)
 		if (k < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
 		/* End of stream or error: nothing more will come. */
+		if (c->tap && __atomic_load_n(&c->tap->state, __ATOMIC_ACQUIRE) == TAP_ARMED)
+			pr_warn("connection %llu.%llu: ended (%s) before the server accepted it",
+				(unsigned long long)c->vs.view, (unsigned long long)c->vs.idx,
+				k < 0 ? strerror(errno) : "end of stream");
 		c->eof = 1;
 		sys.epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->sock, NULL);
 		return;
@@ -666,6 +672,28 @@ static void release_held(struct replay *r, struct turn *s)
 	s->remaining = 0;
 }
 
+/* Says which turn the server left untaken, and, for a connection it never
+ * accepted, the TCP state of our end (SYN_SENT: its SYN never got in). */
+static void warn_stall(struct replay *r, const struct turn *s)
+{
+	const struct rconn *c = s->tap->conn;
+	struct tcp_info ti = { 0 };
+	socklen_t tl = sizeof(ti);
+	char why[96] = "";
+
+	if (s->tap->srv_fd < 0) {
+		if (s->tap->ours < 0 || getsockopt(s->tap->ours, IPPROTO_TCP, TCP_INFO, &ti, &tl))
+			ti.tcpi_state = 0;
+		snprintf(why, sizeof(why), "; it never accepted the connection (ours: tcp state %u)",
+			 ti.tcpi_state);
+	}
+	pr_warn("the server left its turn (entry %llu, connection %llu.%llu, local port %ld) on "
+		"fd %d untaken for %llu ms%s; moving on (replay order is no longer guaranteed for it)",
+		(unsigned long long)s->idx, c ? (unsigned long long)c->vs.view : 0ULL,
+		c ? (unsigned long long)c->vs.idx : 0ULL, (long)(s->tap - r->taps), s->tap->srv_fd,
+		(unsigned long long)(STALL_NS / 1000000), why);
+}
+
 /* Skips turns of connections the server closed, and a turn the server has
  * left untaken for STALL_NS (its bytes may then be read out of turn). */
 static void skip_dead_turns(struct replay *r)
@@ -674,8 +702,12 @@ static void skip_dead_turns(struct replay *r)
 	struct turn *s;
 
 	while ((s = sched_head(r, &h))) {
-		if (__atomic_load_n(&s->tap->state, __ATOMIC_ACQUIRE) == TAP_FREE ||
-		    s->gen != s->tap->gen) {
+		uint32_t st = __atomic_load_n(&s->tap->state, __ATOMIC_ACQUIRE);
+
+		/* Void: the server closed the connection, the tap serves a newer
+		 * one, or ours ended before the server ever accepted it (its
+		 * socket is closed: nothing of it can reach the server now). */
+		if (st == TAP_FREE || s->gen != s->tap->gen || (st == TAP_ARMED && !s->tap->conn)) {
 			pthread_mutex_lock(&r->take_lock);
 			if (s->data)
 				__atomic_sub_fetch(&r->held, s->remaining, __ATOMIC_RELEASE);
@@ -723,9 +755,7 @@ static void skip_dead_turns(struct replay *r)
 		}
 		if (now - r->stall_since < STALL_NS)
 			return;
-		pr_warn("the server left its turn on fd %d untaken for %llu ms; moving on "
-			"(replay order is no longer guaranteed for it)", s->tap->srv_fd,
-			(unsigned long long)(STALL_NS / 1000000));
+		warn_stall(r, s);
 		pthread_mutex_lock(&r->take_lock);
 		if (s->type == ENTRY_RECV && s->data)
 			release_held(r, s);

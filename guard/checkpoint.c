@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,6 +30,8 @@
 #include "owner.h"
 
 #define ACK_TIMEOUT_MS 5000
+#define WATCH_POLL_MS 20
+#define TARGET_DEAD_MS 2000	/* CRIU's own failure, once its task died, comes sooner */
 #define RESTORE_TRIES 25	/* 200 ms apart: a killed pid may stay taken ~1.6 s */
 
 static void seterr(char *err, size_t len, const char *fmt, ...)
@@ -52,8 +55,14 @@ const char *criu_binary(void)
 
 int ckpt_run(char *const argv[], const char *netns, const char *log, int prio)
 {
+	return ckpt_run_watching(argv, netns, log, prio, 0);
+}
+
+int ckpt_run_watching(char *const argv[], const char *netns, const char *log, int prio,
+		      pid_t target)
+{
 	pid_t pid = fork();
-	int st;
+	int st, dead_ms = 0;
 
 	if (pid < 0)
 		return -1;
@@ -66,9 +75,27 @@ int ckpt_run(char *const argv[], const char *netns, const char *log, int prio)
 		execvp(argv[0], argv);
 		_exit(127);
 	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
+	for (;;) {
+		pid_t got = waitpid(pid, &st, target > 0 ? WNOHANG : 0);
+
+		if (got == pid)
+			break;
+		if (got < 0 && errno != EINTR)
 			return -1;
+		if (got != 0)
+			continue;
+		/* A task killed while CRIU holds it (ptrace-seized) can leave
+		 * CRIU waiting for ever on a zombie it traces: the guard would
+		 * never restore it, nor serve a peer's rebuild.  Stop CRIU. */
+		dead_ms = cli_pid_alive(target) ? 0 : dead_ms + WATCH_POLL_MS;
+		if (dead_ms >= TARGET_DEAD_MS) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+				;
+			return RUN_TARGET_DIED;
+		}
+		cli_sleep_ms(WATCH_POLL_MS);
+	}
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -292,11 +319,19 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	char ghost[32];
 	snprintf(ghost, sizeof(ghost), "%llu",
 		 (unsigned long long)region_size_for(cfg->log_size) + (1ULL << 20));
+	/* No network lock: CRIU's nftables lock is a table of the task's
+	 * connections' four-tuples that drops their packets, left in place
+	 * when CRIU is killed or hangs; it then silently drops any later
+	 * connection that reuses such a four-tuple (a replay connection from
+	 * the same local port: the server never accepts it).  We need none:
+	 * the task is frozen while its sockets are read, the replay's
+	 * connections have both ends inside it, and a restored node drops its
+	 * peer connections (a new incarnation). */
 	char *dump[] = { (char *)criu_binary(), "dump", "-t", pidarg, "-D", img, "--leave-running",
-			 "--tcp-established", "--network-lock", "nftables", "--file-locks",
+			 "--tcp-established", "--network-lock", "skip", "--file-locks",
 			 "--ghost-limit", ghost, "-o", "dump.log", NULL };
 	t0 = cli_mono_ms();
-	rc = ckpt_run(dump, cfg->nodes[node].netns, dlog, RUN_BACKGROUND);
+	rc = ckpt_run_watching(dump, cfg->nodes[node].netns, dlog, RUN_BACKGROUND, c.pid);
 	c.dump_ms = cli_mono_ms() - t0;
 	/* The server executes again whatever happened. */
 	store64(&w->release, req);
@@ -304,8 +339,12 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 		char line[400], dl[PATH_MAX + 112];
 		snprintf(dl, sizeof(dl), "%s/dump.log", img);
 		first_error_line(dl, line, sizeof(line));
-		seterr(err, errlen, "criu dump of node %d failed (%s)",
-		       node, rc == 127 ? "criu not found" : line);
+		if (rc == RUN_TARGET_DIED)
+			seterr(err, errlen, "node %d's server died during its dump (pid %d); criu "
+			       "stopped", node, (int)c.pid);
+		else
+			seterr(err, errlen, "criu dump of node %d failed (%s)",
+			       node, rc == 127 ? "criu not found" : line);
 		goto fail;
 	}
 	/* A node elected during the dump (or held past its limit) left its

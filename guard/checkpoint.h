@@ -45,6 +45,12 @@ int criu_usable(char *why, size_t len);
 enum { RUN_NOW = 0, RUN_BACKGROUND = 1 };
 int ckpt_run(char *const argv[], const char *netns, const char *log, int prio);
 
+/* ckpt_run, stopping ARGV (SIGKILL) once process TARGET has been dead for
+ * 2 s: then RUN_TARGET_DIED. */
+#define RUN_TARGET_DIED 1000
+int ckpt_run_watching(char *const argv[], const char *netns, const char *log, int prio,
+		      pid_t target);
+
 /* One progress line, formatted, to PROGRESS (nothing when NULL). */
 void ckpt_say(void (*progress)(const char *), const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -5,8 +5,8 @@
 # its listening socket's backlog is not imaged (CRIU would fail), and says
 # why; a damaged checkpoint is refused and an older one used; the leader
 # is never checkpointed; the guard takes checkpoints by itself and
-# restores a crashed backup; without CRIU, apus start says so in one line
-# and replication works on.
+# restores a crashed backup; a dump whose server dies is stopped; without
+# CRIU, apus start says so in one line and replication works on.
 
 load helpers
 
@@ -26,6 +26,7 @@ function setup() {
 function teardown() {
 	[ -n "${OWN_CONF:-}" ] && stop_cluster "$OWN_CONF"
 	OWN_CONF=
+	pkill -f "sleep 600.5" || true	# a hung dump's stand-in, if a test failed
 }
 
 # checkpoint NODE - apus checkpoint; prints its id.
@@ -162,6 +163,37 @@ function own_cluster() {
 	run "$APUS" stop --config "$CONF" 3>&-
 	[ "$status" -eq 0 ] || fail "apus stop failed: $output"
 	! pgrep -f "apus guard --config $CONF" >/dev/null || fail "a guard survived apus stop"
+}
+
+# A criu whose dump never ends (as CRIU's own did when the task it held
+# was killed: it waited on the zombie for ever): the guard must stop it
+# once the server is dead, say so, and bring the node back.
+@test "a dump whose server dies is stopped: the guard says so and restores the node" {
+	own_cluster 18400 "checkpoint_interval_s = 1"
+	local victim pid dir log t0
+	dir=$(test_dir wrap)
+	mkdir -p "$dir"
+	# Dumps of the pid in $dir/victim hang; every other criu call is real.
+	printf '#!/bin/sh\nif [ "$1 $2 $3" = "dump -t $(cat %s/victim 2>/dev/null)" ]; then\n\ttouch %s/started; exec sleep 600.5\nfi\nexec criu "$@"\n' \
+		"$dir" "$dir" >"$dir/criu"
+	chmod +x "$dir/criu"
+	APUS_CRIU=$dir/criu start_cluster "$CONF"
+	victim=$(backups | tail -n 1)
+	log="$(data_dir "$victim")/apus.guard.log"
+	pid=$(redis_pid "$victim")
+	echo "$pid" >"$dir/victim"
+	load_leader 200 d1
+	retry 100 0.1 test -e "$dir/started" || fail "no dump started: $(cat "$log")"
+	t0=$SECONDS
+	kill -KILL "$pid"
+	retry 150 0.1 grep -q "died during its dump" "$log" ||
+		fail "the guard did not stop the dump in 15 s: $(cat "$log")"
+	retry 150 0.1 grep -q "node $victim started again\|restored from checkpoint" "$log" ||
+		fail "the node did not come back: $(cat "$log")"
+	echo "# the dump was stopped and the node back after $((SECONDS - t0)) s" >&3
+	! pgrep -f "sleep 600.5" >/dev/null || fail "the hung dump survived"
+	load_leader 100 d2
+	wait_digests_equal "$CONF" 60
 }
 
 @test "without CRIU apus start says so in one line and replication works on" {

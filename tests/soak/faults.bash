@@ -45,19 +45,26 @@ function inject() {
 	esac
 }
 
-# keep_logs - in a teardown, after a failed test only: copies every node's
-# logs (apus.log, the guard's, its checkpoints' CRIU logs) to
+# keep_logs - in a teardown, after a failed test only (every test with
+# SOAK_KEEP_LOGS=always): copies every node's
+# logs (apus.log, the guard's, its checkpoints' CRIU logs, gdb stacks of live servers) to
 # $SOAK_LOG_DIR (default /tmp/apus-soak-logs)/<file>-<time>/n<N>/, since
 # bats drops the test's directories; says where.
 function keep_logs() {
-	[ -z "${BATS_TEST_COMPLETED:-}" ] && [ -n "${CONF:-}" ] || return 0
-	local dest n d
+	[ -n "${CONF:-}" ] || return 0
+	[ -z "${BATS_TEST_COMPLETED:-}" ] || [ "${SOAK_KEEP_LOGS:-}" = always ] || return 0
+	local dest n d pid
 	dest="${SOAK_LOG_DIR:-/tmp/apus-soak-logs}/$(basename "$BATS_TEST_FILENAME" .bats)-$(date +%Y%m%d-%H%M%S)"
 	for n in $(conf_nodes "$CONF"); do
 		d=$(data_dir "$n")
 		mkdir -p "$dest/n$n"
 		cp "$d"/apus*.log "$dest/n$n/" 2>/dev/null
 		(cd "$d" && find checkpoints -name '*.log' -exec cp --parents -t "$dest/n$n" {} +) 2>/dev/null
+		# A stuck server's threads, where it still runs (gdb, if installed).
+		pid=$(cat "$d/apus.pid" 2>/dev/null)
+		if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && command -v gdb >/dev/null; then
+			timeout 30 gdb -p "$pid" -batch -ex "thread apply all bt" >"$dest/n$n/stacks.txt" 2>&1
+		fi
 	done
 	echo "# the nodes' logs are kept in $dest" >&3
 }
