@@ -103,6 +103,8 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIBCORE) $(wildcard tests/unit/*.h)
 # just those objects.
 $(BUILD)/tests/unit/test_readahead_queue: UNIT_OBJ = $(BUILD)/obj/preload/order_queue.o
 $(BUILD)/tests/unit/test_readahead_queue: $(BUILD)/obj/preload/order_queue.o
+# Its fake server generator's seed function is found by dlsym.
+$(BUILD)/tests/unit/test_input_random: override LDFLAGS += -rdynamic
 # The CLI's config file writer, which needs nothing of the CLI else.
 $(BUILD)/tests/unit/test_members: UNIT_OBJ = $(BUILD)/obj/guard/config_update.o
 $(BUILD)/tests/unit/test_members: $(BUILD)/obj/guard/config_update.o

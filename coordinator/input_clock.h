@@ -46,6 +46,8 @@ static inline void input_window_enter(uint64_t stamp_ms, uint64_t idx)
 static inline void input_window_leave(void)
 {
 	input_clock_ms = 0;
+	if (input_random_window)
+		input_random_leave();
 }
 
 /* The full stamp whose low 32 bits are LOW (0: unknown, stays 0). */

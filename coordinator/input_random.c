@@ -11,6 +11,7 @@
 #include "config.h"
 #include "input_clock.h"
 #include "logger.h"
+#include "seed_state.h"
 #include "sys.h"
 
 /* Domains of the second word, apart from every entry index (< 2^63). */
@@ -25,8 +26,18 @@ static uint64_t seed_every = 1;
 static uint64_t seeded_block = UINT64_MAX;	/* the block last seeded, process-wide */
 static uint64_t boot_drawn;			/* draws of the boot stream so far */
 
+/* Lazy seeding (span found): the generator's state, its bytes right after
+ * the last seed, whether a window drew since, and the block to seed first
+ * after a restart from a recovery point. */
+static unsigned char *span;
+static size_t span_len;
+static unsigned char pristine[SEED_STATE_MAX];
+static int win_dirty;
+static uint64_t resume_block = UINT64_MAX;
+
 __thread uint64_t input_entry;			/* the entry of the thread's window */
 static __thread uint64_t drawn;			/* draws in that window so far */
+__thread int input_random_window;		/* lazy seeding: the thread's window is open */
 
 static uint64_t rotl(uint64_t x, int b)
 {
@@ -69,6 +80,21 @@ static void key_absorb(const unsigned char *p, size_t len)
 	}
 }
 
+/* Lazy seeding needs the generator's state; without it, every block is
+ * seeded as it opens. */
+static void find_span(const char *name)
+{
+	char why[128];
+
+	span = seed_state_find(seed_fn, &span_len, why, sizeof(why));
+	if (span)
+		pr_info("seed_function = %s: its generator's state is %zu bytes; seeded again only "
+			"after a window drew from it", name, span_len);
+	else
+		pr_info("seed_function = %s: its generator's state was not found (%s); seeded "
+			"in every block of seed_every entries", name, why);
+}
+
 int input_random_init(const struct apus_config *cfg, char *err, size_t errlen)
 {
 	unsigned char secret[256];
@@ -82,6 +108,8 @@ int input_random_init(const struct apus_config *cfg, char *err, size_t errlen)
 	boot_drawn = 0;
 	seeded_block = UINT64_MAX;
 	seed_fn = NULL;
+	span = NULL;
+	win_dirty = 0;
 	key_absorb((const unsigned char *)cfg->cluster, strlen(cfg->cluster));
 	/* Every node reads its own copy of the one cluster-wide secret. */
 	fd = cfg->secret_file[0] ? open(cfg->secret_file, O_RDONLY | O_CLOEXEC) : -1;
@@ -107,6 +135,7 @@ int input_random_init(const struct apus_config *cfg, char *err, size_t errlen)
 			__atomic_store_n(&on, 1, __ATOMIC_RELEASE);
 			return -1;
 		}
+		find_span(cfg->seed_function);
 	}
 	__atomic_store_n(&on, 1, __ATOMIC_RELEASE);
 	return 0;
@@ -117,6 +146,66 @@ int input_random_on(void)
 	return __atomic_load_n(&on, __ATOMIC_ACQUIRE);
 }
 
+static void seed(uint64_t block)
+{
+	seed_fn(input_random_siphash(key, block, DOMAIN_SEED));
+	memcpy(pristine, span, span_len);
+	seeded_block = block;
+	win_dirty = 0;
+}
+
+/* Whether the state is no longer what the last seed left. */
+static int moved(void)
+{
+	return memcmp(span, pristine, span_len) != 0;
+}
+
+/* The rule of input_random.h.  A change seen now happened since the last
+ * look, at the previous enter or leave: inside a window if that was an
+ * enter (entries read back to back), outside (a timer) if a leave. */
+static void enter_lazy(uint64_t block)
+{
+	int outside = 0;
+
+	if (!win_dirty && moved()) {
+		win_dirty = input_random_window;
+		outside = !input_random_window;
+	}
+	input_random_window = 1;
+	if (seeded_block == UINT64_MAX) {
+		/* The first window: whatever the server seeded at its start is
+		 * no draw of a window. */
+		seed(resume_block != UINT64_MAX ? resume_block : block);
+		resume_block = UINT64_MAX;
+	} else if (win_dirty && block != seeded_block) {
+		seed(block);
+	} else if (outside) {
+		/* Back to f(j): a reseed, not a copy of the span, since the
+		 * state may hold more than the span (Redis's index mti, which
+		 * every seed sets alike). */
+		seed(seeded_block);
+	}
+}
+
+void input_random_leave(void)
+{
+	input_random_window = 0;
+	if (!win_dirty && moved())
+		win_dirty = 1;
+}
+
+uint64_t input_random_mark(void)
+{
+	if (!span || seeded_block == UINT64_MAX || win_dirty || (input_random_window && moved()))
+		return UINT64_MAX;
+	return seeded_block;
+}
+
+void input_random_resume(uint64_t mark)
+{
+	resume_block = mark;
+}
+
 void input_random_enter(uint64_t idx)
 {
 	input_entry = idx;
@@ -124,6 +213,10 @@ void input_random_enter(uint64_t idx)
 	if (!seed_fn)
 		return;
 	uint64_t block = idx / seed_every;
+	if (span) {
+		enter_lazy(block);
+		return;
+	}
 	/* One server thread executes at a time in the servers this is for
 	 * (Redis); the exchange keeps two from seeding one block twice. */
 	if (__atomic_exchange_n(&seeded_block, block, __ATOMIC_RELAXED) != block)

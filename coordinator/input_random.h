@@ -26,15 +26,45 @@
  * A server's own generator.  libc calls can be interposed, but a server's
  * private generator cannot (Redis: genrand64, seeded from the clock and
  * its pid).  `seed_function = NAME` names a function the server exports
- * (Redis links with -rdynamic) that seeds it from one 64-bit value; the
- * shim calls it with SipHash(key, seed, I / seed_every) when a window
- * opens in a new block of seed_every entries.  With seed_every = 1 the
- * server's generator state is a function of the entry alone: exact on a
- * replica restarted from any recovery point.  A larger seed_every saves
- * the seeding's cost (Redis's init_genrand64: ~0.5 us) at the price of up
- * to seed_every - 1 entries after a restart from a recovery point in which
- * the restarted replica's draws may differ (the checker reports them,
- * divergence = repair repairs). */
+ * (Redis links with -rdynamic) that seeds it from one 64-bit value.  The
+ * shim seeds it with f(b) = SipHash(key, seed, b) for a block b = I /
+ * seed_every of entries, so that the generator's state at entry I is the
+ * same on every replica, including one restarted from a recovery point.
+ *
+ * Lazy seeding.  Seeding costs (Redis's init_genrand64: ~0.5 us, the
+ * leader's biggest item of user time under SET) and most entries draw
+ * nothing.  So at start (seed_state.h) the shim finds the generator's
+ * state, a span of the server's data, and keeps the span's bytes right
+ * after each seed.  The state is then "pristine f(j)" (j: the block last
+ * seeded) until something draws.  Who draws decides what to do:
+ *   - a window (the same on every replica: it executes the same entry
+ *     from the same state): the state is dirty, and the next window of
+ *     another block seeds f(its block);
+ *   - a timer, outside every window (at different times on different
+ *     replicas, or not at all): the next window seeds f(j) again, so
+ *     every replica is back at pristine f(j), as if no timer had drawn;
+ *   - nobody: nothing to do.
+ * Where a change of the span happened is known from where it was seen:
+ * the span is compared when a window opens and when it closes (the thread
+ * waits for events), so a change between an enter and the next leave or
+ * enter was made inside a window, and one between a leave and the next
+ * enter outside.  Every decision thus depends on draws made inside
+ * windows alone, which are the same everywhere, and the state at entry I
+ * is the same function of the log on every replica: f(j) or f(I's block)
+ * followed by I's own draws.  (A timer that runs inside a window, as
+ * Redis's cron can in the window of the last entry it read, counts as the
+ * window's: doc/limits.md.)
+ *
+ * A restart from a recovery point.  Its state is f(j), or dirty, at the
+ * entry it ends at: the node records input_random_mark() when its server
+ * forks the snapshot, in the recovery point, and hands it to
+ * input_random_resume() at restart.  The first window seeds f(j) (dirty
+ * or unknown: f(its block), which is what the others seed next when
+ * seed_every = 1).  Without the state found, every new block is seeded as
+ * it opens.  A larger seed_every also leaves a dirty state dirty until the
+ * block ends: up to seed_every - 1 entries after a restart from a recovery
+ * point in which the restarted replica's draws may differ (the checker
+ * reports them, divergence = repair repairs). */
 #ifndef APUS_INPUT_RANDOM_H
 #define APUS_INPUT_RANDOM_H
 
@@ -56,6 +86,20 @@ int input_random_on(void);
  * thread's draws start again from 0); seeds the server's generator when
  * IDX starts a new block. */
 void input_random_enter(uint64_t idx);
+
+/* Lazy seeding: the calling thread's window is open. */
+extern __thread int input_random_window;
+
+/* The calling thread's window closes (input_window_leave). */
+void input_random_leave(void);
+
+/* On the server's thread when it forks a snapshot: the block j whose
+ * pristine f(j) the generator holds, or UINT64_MAX (dirty, or unknown). */
+uint64_t input_random_mark(void);
+
+/* Before the first window of a server restarted from a recovery point:
+ * MARK is that point's input_random_mark(). */
+void input_random_resume(uint64_t mark);
 
 /* The next number of the calling thread's window, or of the boot stream
  * outside a window (input_clock_ms == 0). */

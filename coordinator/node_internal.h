@@ -97,6 +97,7 @@ struct node {
 	int snap_forks;		/* atomic: server forks while one was under way */
 	uint64_t snap_hold_ns;	/* role thread: when it began to hold */
 	uint64_t snap_cap_idx, snap_cap_pos, snap_cap_view;	/* the state it holds */
+	uint64_t snap_cap_rand;	/* its generator's, at the fork (input_random_mark) */
 	/* snapshot_connections = none: connections open when the role thread
 	 * came to hold (it did not: no recovery point there). */
 	int snap_open_conns;

@@ -63,10 +63,11 @@ static int write_seed(const char *path, const struct recovery_point *rp, uint64_
 
 	if (!f)
 		return -errno;
-	fprintf(f, "index = %llu\nlog_pos = %llu\nview = %llu\nbytes = %llu\ninode = %llu\n",
+	fprintf(f, "index = %llu\nlog_pos = %llu\nview = %llu\nbytes = %llu\ninode = %llu\n"
+		"rand_mark = %llu\n",
 		(unsigned long long)rp->index, (unsigned long long)rp->log_pos,
 		(unsigned long long)rp->view, (unsigned long long)rp->bytes,
-		(unsigned long long)ino);
+		(unsigned long long)ino, (unsigned long long)rp->rand_mark);
 	if (fflush(f) || fsync(fileno(f))) {
 		int rc = -errno;
 		fclose(f);
@@ -123,6 +124,7 @@ static int read_seed(const char *path, struct recovery_point *rp, uint64_t *ino)
 
 	if (!f)
 		return -errno;
+	rp->rand_mark = UINT64_MAX;	/* optional: older seeds lack it */
 	while (fscanf(f, " %31s = %llu", key, &v) == 2) {
 		if (!strcmp(key, "index"))
 			rp->index = v, seen |= 1;
@@ -134,6 +136,8 @@ static int read_seed(const char *path, struct recovery_point *rp, uint64_t *ino)
 			rp->bytes = v, seen |= 8;
 		else if (!strcmp(key, "inode"))
 			*ino = v, seen |= 16;
+		else if (!strcmp(key, "rand_mark"))
+			rp->rand_mark = v;
 	}
 	fclose(f);
 	return seen == 31 ? 0 : -EINVAL;

@@ -6,7 +6,8 @@
  *   <data_dir>/apus.snapshot   the server's snapshot file (a hard link to,
  *                              or copy of, what snapshot_cmd wrote)
  *   <data_dir>/apus.seed       index, log_pos, view of the entry it ends at,
- *                              and the snapshot's size and inode
+ *                              the snapshot's size and inode, and the
+ *                              server generator's state there (rand_mark)
  *
  * The two are a pair: the seed names the snapshot's inode and size, both
  * are written aside and renamed into place (snapshot first), so a crash
@@ -35,6 +36,9 @@ struct recovery_point {
 	uint64_t log_pos;	/* the log position just past it */
 	uint64_t view;		/* that entry's view */
 	uint64_t bytes;		/* the snapshot's size */
+	/* input_random_mark() at that entry; UINT64_MAX: dirty or unknown
+	 * (a seed file written before it was kept). */
+	uint64_t rand_mark;
 };
 
 /* Makes SRC (a file NODE's server wrote) NODE's recovery point RP.  SRC

@@ -41,6 +41,7 @@
 
 #include "atomic64.h"
 #include "child_env.h"
+#include "input_random.h"
 #include "logger.h"
 #include "members.h"
 #include "node_internal.h"
@@ -100,6 +101,7 @@ void node_snapshot_load(struct node *n)
 	n->exec_view = rp.view;
 	n->applied = rp.index;
 	n->seed_idx = rp.index;
+	input_random_resume(rp.rand_mark);
 	publish(n, &rp);
 	pr_info("starting from the recovery point: the server loads its snapshot at entry %llu "
 		"(view %llu); executing from entry %llu on",
@@ -210,6 +212,9 @@ int node_snapshot_fork(struct node *n)
 	if (s != SNAP_HELD && s != SNAP_ARMED && s != SNAP_FORKED)
 		return 0;
 	__atomic_add_fetch(&n->snap_forks, 1, __ATOMIC_ACQ_REL);
+	/* The server's thread, at the state the snapshot holds. */
+	if (s != SNAP_FORKED)
+		n->snap_cap_rand = input_random_mark();
 	if (s == SNAP_ARMED) {
 		/* On the server's thread, inside its snapshot command: every
 		 * entry logged so far was read, unless read-ahead bytes wait. */
@@ -381,6 +386,7 @@ static int take(struct node *n, char *why, size_t whylen)
 	struct stat st;
 	int s, status;
 
+	n->snap_cap_rand = UINT64_MAX;	/* unknown unless the server forks */
 	if (leader) {
 		if (!node_serving(n)) {
 			snprintf(why, whylen, "the leader is not serving yet");
@@ -422,7 +428,8 @@ static int take(struct node *n, char *why, size_t whylen)
 	status = run_cmd(n, n->cfg.snapshot_cmd, "snapshot_cmd");
 	s = snap_state(n);
 	set_snap_state(n, SNAP_IDLE);	/* execution and read-ahead go on */
-	struct recovery_point rp = { n->snap_cap_idx, n->snap_cap_pos, n->snap_cap_view, 0 };
+	struct recovery_point rp = { n->snap_cap_idx, n->snap_cap_pos, n->snap_cap_view, 0,
+				     n->snap_cap_rand };
 	int forks = __atomic_load_n(&n->snap_forks, __ATOMIC_ACQUIRE);
 	if (status) {
 		snprintf(why, whylen, "snapshot_cmd exited with %d", status);

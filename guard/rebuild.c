@@ -98,12 +98,13 @@ static int pick_sources(const struct apus_config *cfg, int node, int from, int *
 }
 
 /* Makes FILE (in NODE's data directory) NODE's recovery point at entry
- * INDEX (log position POS, view VIEW).  0, or -1 with ERR set. */
+ * INDEX (log position POS, view VIEW; the generator's RAND_MARK, UINT64_MAX
+ * when unknown).  0, or -1 with ERR set. */
 static int make_recovery_point(const struct apus_config *cfg, int node, const char *file,
-			       uint64_t index, uint64_t pos, uint64_t view, char *err,
-			       size_t errlen)
+			       uint64_t index, uint64_t pos, uint64_t view, uint64_t rand_mark,
+			       char *err, size_t errlen)
 {
-	struct recovery_point rp = { index, pos, view, 0 };
+	struct recovery_point rp = { index, pos, view, 0, rand_mark };
 	int rc = recovery_commit(cfg, node, file, &rp);
 
 	if (rc)
@@ -254,8 +255,8 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 				      "the snapshot; try another peer", node);
 	else if (!config_node_path(cfg, node, cfg->snapshot_file, h->path, sizeof(h->path))) {
 		/* The snapshot stays in NODE's data directory: its recovery point. */
-		if (!make_recovery_point(cfg, node, h->path, h->index, h->log_pos, h->view, err,
-					 errlen))
+		if (!make_recovery_point(cfg, node, h->path, h->index, h->log_pos, h->view,
+					 UINT64_MAX, err, errlen))
 			return 0;
 	}
 	snapshot_release(h);
@@ -311,7 +312,10 @@ static int get_snapshot(const struct apus_config *cfg, int node, int from, const
 		snprintf(err, errlen, "node %d's data_dir is too long", node);
 		return -1;
 	}
-	return make_recovery_point(cfg, node, dst, r->index, r->log_pos, r->view, err, errlen);
+	/* A snapshot taken under a guard's hold: its generator's state is not
+	 * recorded (input_random.h; doc/limits.md). */
+	return make_recovery_point(cfg, node, dst, r->index, r->log_pos, r->view, UINT64_MAX, err,
+				   errlen);
 }
 
 /* Without a live synced backup to hold (the cluster's only other
@@ -343,7 +347,8 @@ static int stored_snapshot(const struct apus_config *cfg, int node, struct rebui
 		r->from = k;
 		r->index = rp.index, r->log_pos = rp.log_pos, r->view = rp.view;
 		r->snapshot_bytes = rp.bytes;
-		return make_recovery_point(cfg, node, dst, rp.index, rp.log_pos, rp.view, err, errlen);
+		return make_recovery_point(cfg, node, dst, rp.index, rp.log_pos, rp.view, rp.rand_mark,
+					   err, errlen);
 	}
 	return -1;
 }

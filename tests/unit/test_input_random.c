@@ -3,7 +3,11 @@
  * (the same after other entries, after a fresh key set-up, and when the
  * window is opened again for the same entry); entries and keys differ;
  * outside a window the boot stream starts over with each set-up;
- * randomness = machine turns it off. */
+ * randomness = machine turns it off.  A server's own generator (a fake one
+ * here, shaped like Redis's genrand64) is seeded lazily: not when nothing
+ * drew, again after a window drew, back to the same seed after a timer
+ * drew outside every window, and a restarted replica resumes the state its
+ * recovery point's mark names. */
 #include <string.h>
 
 #include "coordinator/config.h"
@@ -20,6 +24,152 @@ static void setup(struct apus_config *cfg, const char *cluster)
 	cfg->randomness = RANDOMNESS_LOG;
 	cfg->seed_every = 1;
 	CHECK(input_random_init(cfg, err, sizeof(err)) == 0, "init: %s", err);
+}
+
+/* The fake server generator: an array regenerated when its index runs
+ * out, and an index outside the array that every seed sets alike (as
+ * Redis's mt and mti).  Its calls are counted in thread-local storage,
+ * which is in no segment the shim diffs. */
+#define FAKE_N 64
+static uint64_t fake_mt[FAKE_N];
+static int fake_i = FAKE_N + 1;
+static __thread int fake_seeds;
+static __thread uint64_t fake_last;
+
+/* Exported (the test links with -rdynamic): seed_function finds it. */
+__attribute__((visibility("default"))) void apus_test_seed(unsigned long long seed)
+{
+	fake_mt[0] = seed;
+	for (int i = 1; i < FAKE_N; i++)
+		fake_mt[i] = 6364136223846793005ULL * (fake_mt[i - 1] ^ (fake_mt[i - 1] >> 62)) + i;
+	fake_i = FAKE_N;
+	fake_seeds++;
+	fake_last = seed;
+}
+
+static uint64_t fake_draw(void)
+{
+	if (fake_i >= FAKE_N) {
+		for (int i = 0; i < FAKE_N; i++)
+			fake_mt[i] = fake_mt[i] * 0x9e3779b97f4a7c15ULL ^ (fake_mt[(i + 1) % FAKE_N] >> 7);
+		fake_i = 0;
+	}
+	return fake_mt[fake_i++];
+}
+
+/* A replica's start: the shim's set-up with the fake seed function, then
+ * the server's own seeding from its main() (MAIN_SEED: its clock and pid,
+ * different on every replica). */
+static void lazy_setup(unsigned long long main_seed)
+{
+	struct apus_config cfg;
+	char err[256];
+
+	memset(&cfg, 0, sizeof(cfg));
+	snprintf(cfg.cluster, sizeof(cfg.cluster), "alpha");
+	cfg.randomness = RANDOMNESS_LOG;
+	cfg.seed_every = 1;
+	snprintf(cfg.seed_function, sizeof(cfg.seed_function), "apus_test_seed");
+	fake_seeds = 0;
+	CHECK(input_random_init(&cfg, err, sizeof(err)) == 0, "init: %s", err);
+	CHECK(fake_seeds == 3, "the state search seeded %d times", fake_seeds);
+	apus_test_seed(main_seed);
+	fake_seeds = 0;
+	input_entry = 0;
+}
+
+/* Entry IDX's window, in which the server draws N numbers: the first. */
+static uint64_t fake_window(uint64_t idx, int n)
+{
+	uint64_t first = 0;
+
+	input_window_enter(1700000000000ULL, idx);
+	for (int i = 0; i < n; i++) {
+		uint64_t v = fake_draw();
+		first = i ? first : v;
+	}
+	input_window_leave();
+	return first;
+}
+
+/* One replica's run; TIMER: its timers draw outside the windows.  OUT: the
+ * first draws of the windows that drew. */
+static void replica(int timer, uint64_t out[4])
+{
+	lazy_setup(1000 + timer);
+	fake_window(1, 0);
+	CHECK(fake_seeds == 1, "the first window seeded %d times", fake_seeds);
+	uint64_t first = fake_last;
+	fake_window(2, 0);
+	fake_window(3, 0);
+	CHECK(fake_seeds == 1, "seeded again though nothing drew");
+	if (timer)
+		fake_draw();
+	out[0] = fake_window(4, 1);
+	CHECK(fake_seeds == 1 + timer && fake_last == first,
+	      "after a timer's draw: %d seeds (the last %s the first block's)", fake_seeds,
+	      fake_last == first ? "is" : "is not");
+	fake_window(5, 0);
+	CHECK(fake_seeds == 2 + timer && fake_last != first, "no seed after a window drew");
+	out[1] = fake_window(6, 1);
+	CHECK(fake_seeds == 2 + timer, "seeded though the last window drew nothing");
+	/* Two entries read back to back: the first one's draw is a window's. */
+	input_window_enter(1700000000000ULL, 7);
+	int seeds = fake_seeds;
+	fake_draw();
+	input_window_enter(1700000000000ULL, 8);
+	CHECK(fake_seeds == seeds + 1, "a draw of a window left open did not count");
+	out[2] = fake_draw();
+	input_window_leave();
+	if (timer)
+		fake_draw();
+	out[3] = fake_window(9, 1);
+}
+
+/* A node's recovery point after entry 13, taken by a running replica, and
+ * another one restarted from it: the draws of entry 14 agree.  DRAW: entry
+ * 13 draws (the mark is then dirty); TIMER: a timer drew after it. */
+static void resume(int draw, int timer)
+{
+	uint64_t mark, want, seed;
+
+	lazy_setup(7);
+	fake_window(10, 1);
+	fake_window(11, 0);
+	seed = fake_last;
+	fake_window(12, 0);
+	fake_window(13, draw);
+	if (timer)
+		fake_draw();
+	mark = input_random_mark();
+	CHECK(draw ? mark == UINT64_MAX : mark == 11, "mark %llu", (unsigned long long)mark);
+	want = fake_window(14, 1);
+
+	lazy_setup(8);
+	input_random_resume(mark);
+	CHECK(fake_window(14, 1) == want, "restarted at mark %llu: entry 14 drew differently",
+	      (unsigned long long)mark);
+	CHECK(draw || fake_last == seed, "restarted: not seeded as the point's block");
+
+	/* A draw inside the window the mark is taken in is a window's. */
+	input_window_enter(1700000000000ULL, 15);
+	fake_draw();
+	CHECK(input_random_mark() == UINT64_MAX, "a window's draw left the mark clean");
+	input_window_leave();
+}
+
+static void lazy(void)
+{
+	uint64_t a[4], b[4];
+
+	replica(0, a);
+	replica(1, b);
+	for (int i = 0; i < 4; i++)
+		CHECK(a[i] == b[i], "draw %d differs between replicas whose timers differ", i);
+	CHECK(a[0] != a[1] && a[1] != a[2] && a[2] != a[3], "windows drew alike");
+	resume(0, 0);
+	resume(0, 1);
+	resume(1, 0);
 }
 
 /* The first three draws of entry IDX's window, opened afresh. */
@@ -98,5 +248,7 @@ int main(void)
 	char err[256];
 	CHECK(input_random_init(&cfg, err, sizeof(err)) == 0, "init: %s", err);
 	CHECK(!input_random_on(), "randomness = machine is on");
+
+	lazy();
 	return 0;
 }

@@ -54,7 +54,7 @@ static void path_of(const char *name, char *out)
 
 int main(void)
 {
-	struct recovery_point rp = { 120, 40960, 2, 0 }, got;
+	struct recovery_point rp = { 120, 40960, 2, 0, 77 }, got;
 	char conf[PATH_MAX], err[256], dump[PATH_MAX], a[PATH_MAX], b[PATH_MAX + 8];
 	FILE *f;
 
@@ -83,6 +83,7 @@ int main(void)
 	      "loaded %llu/%llu/%llu/%llu", (unsigned long long)got.index,
 	      (unsigned long long)got.log_pos, (unsigned long long)got.view,
 	      (unsigned long long)got.bytes);
+	CHECK(got.rand_mark == 77, "rand_mark %llu", (unsigned long long)got.rand_mark);
 
 	/* The server writes a new snapshot by rename: ours stays. */
 	put("dump.rdb.new", "state-2, longer");
@@ -102,7 +103,7 @@ int main(void)
 
 	/* A commit cut after the snapshot's rename, before the seed's: the
 	 * seed written aside is the one that matches. */
-	struct recovery_point rp2 = { 300, 99999, 3, 0 };
+	struct recovery_point rp2 = { 300, 99999, 3, 0, UINT64_MAX };
 	put("dump.rdb", "state-3");
 	CHECK(!recovery_commit(&cfg, 0, dump, &rp2), "commit 2");
 	path_of(SEED_FILE, a);
@@ -113,6 +114,23 @@ int main(void)
 	CHECK(got.index == 300 && got.log_pos == 99999, "completed to %llu",
 	      (unsigned long long)got.index);
 	CHECK(access(b, F_OK) < 0, "seed.tmp left behind");
+	CHECK(got.rand_mark == UINT64_MAX, "rand_mark %llu", (unsigned long long)got.rand_mark);
+
+	/* A seed written before rand_mark was kept: the generator's state is
+	 * unknown. */
+	struct stat st;
+	path_of(SNAPSHOT_FILE, a);
+	CHECK(!stat(a, &st), "stat");
+	f = fopen(b, "w");
+	CHECK(f, "cannot write %s", b);
+	fprintf(f, "index = 300\nlog_pos = 99999\nview = 3\nbytes = %llu\ninode = %llu\n",
+		(unsigned long long)st.st_size, (unsigned long long)st.st_ino);
+	fclose(f);
+	path_of(SEED_FILE, a);
+	CHECK(!rename(b, a), "rename old seed");
+	CHECK(!recovery_load(&cfg, 0, &got) && got.index == 300, "an old seed was refused");
+	CHECK(got.rand_mark == UINT64_MAX, "old seed: rand_mark %llu",
+	      (unsigned long long)got.rand_mark);
 
 	/* An incomplete seed is refused. */
 	put(SEED_FILE, "index = 5\n");
