@@ -180,9 +180,25 @@ int cli_enter_netns(const char *name)
 }
 
 /* Whether PID's thread group has a thread other than its leader. */
+/* The state letter of PATH, a /proc stat file (0: unreadable). */
+static char stat_state(const char *path)
+{
+	char buf[512], *p, state = 0;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
+		state = p[2];
+	fclose(f);
+	return state;
+}
+
+/* Whether another thread of PID lives.  Threads killed while a tracer
+ * holds them (CRIU's dump) stay listed, as zombies, until it lets go. */
 static int has_other_threads(pid_t pid)
 {
-	char path[64];
+	char path[300];
 	struct dirent *e;
 	DIR *d;
 	int found = 0;
@@ -191,27 +207,28 @@ static int has_other_threads(pid_t pid)
 	d = opendir(path);
 	if (!d)
 		return 0;
-	while (!found && (e = readdir(d)))
-		found = e->d_name[0] != '.' && atoi(e->d_name) != (int)pid;
+	while (!found && (e = readdir(d))) {
+		char state;
+
+		if (e->d_name[0] == '.' || atoi(e->d_name) == (int)pid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+		state = stat_state(path);
+		found = state && state != 'Z' && state != 'X';
+	}
 	closedir(d);
 	return found;
 }
 
 int cli_pid_alive(pid_t pid)
 {
-	char path[64], buf[512], *p, state = 0;
-	FILE *f;
+	char path[64], state;
 
 	if (pid <= 0 || kill(pid, 0) < 0)
 		return 0;
 	/* A zombie still answers kill(0). */
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
-		state = p[2];
-	fclose(f);
+	state = stat_state(path);
 	/* A leader thread is a zombie for a moment while another thread of
 	 * its process execs (the shim re-executes its server from its role
 	 * thread), and for good when it called pthread_exit: the process

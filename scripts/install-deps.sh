@@ -24,7 +24,7 @@ PKGS=(
 	etcd-server etcd-client gnuplot-nox
 	mariadb-server mariadb-client sysbench
 	memcached libmemcached-tools
-	psmisc
+	psmisc gdb
 	tcl jq dpkg-dev
 )
 

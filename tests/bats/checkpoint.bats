@@ -165,17 +165,27 @@ function own_cluster() {
 	! pgrep -f "apus guard --config $CONF" >/dev/null || fail "a guard survived apus stop"
 }
 
-# A criu whose dump never ends (as CRIU's own did when the task it held
-# was killed: it waited on the zombie for ever): the guard must stop it
-# once the server is dead, say so, and bring the node back.
+# A dump whose server is killed while it holds it: CRIU (4.2) then waited
+# for ever on the threads it traced, zombies it never reaped.  The stand-in
+# holds the server the same way (gdb attached to every thread, then
+# idle); the guard must see the server dead, stop the dump, say so, and
+# bring the node back.
 @test "a dump whose server dies is stopped: the guard says so and restores the node" {
+	command -v gdb >/dev/null || skip "test requires gdb (scripts/install-deps.sh)"
 	own_cluster 18400 "checkpoint_interval_s = 1"
 	local victim pid dir log t0
 	dir=$(test_dir wrap)
 	mkdir -p "$dir"
-	# Dumps of the pid in $dir/victim hang; every other criu call is real.
-	printf '#!/bin/sh\nif [ "$1 $2 $3" = "dump -t $(cat %s/victim 2>/dev/null)" ]; then\n\ttouch %s/started; exec sleep 600.5\nfi\nexec criu "$@"\n' \
-		"$dir" "$dir" >"$dir/criu"
+	# Dumps of the pid in $dir/victim hang, tracing it; every other
+	# criu call is real.
+	cat >"$dir/criu" <<-EOF
+		#!/bin/sh
+		if [ "\$1 \$2 \$3" = "dump -t \$(cat $dir/victim 2>/dev/null)" ]; then
+			touch $dir/started
+			exec gdb -p "\$3" -batch -ex "shell sleep 600.5"
+		fi
+		exec criu "\$@"
+	EOF
 	chmod +x "$dir/criu"
 	APUS_CRIU=$dir/criu start_cluster "$CONF"
 	victim=$(backups | tail -n 1)
@@ -184,14 +194,15 @@ function own_cluster() {
 	echo "$pid" >"$dir/victim"
 	load_leader 200 d1
 	retry 100 0.1 test -e "$dir/started" || fail "no dump started: $(cat "$log")"
+	retry 100 0.1 grep -q "TracerPid:[[:space:]]*[1-9]" "/proc/$pid/status" || fail "the stand-in never traced the server"
 	t0=$SECONDS
 	kill -KILL "$pid"
 	retry 150 0.1 grep -q "died during its dump" "$log" ||
 		fail "the guard did not stop the dump in 15 s: $(cat "$log")"
-	retry 150 0.1 grep -q "node $victim started again\|restored from checkpoint" "$log" ||
+	retry 150 0.1 grep -q "node $victim started again\\|restored from checkpoint" "$log" ||
 		fail "the node did not come back: $(cat "$log")"
 	echo "# the dump was stopped and the node back after $((SECONDS - t0)) s" >&3
-	! pgrep -f "sleep 600.5" >/dev/null || fail "the hung dump survived"
+	! pgrep -f "gdb -p $pid" >/dev/null || fail "the hung dump survived"
 	load_leader 100 d2
 	wait_digests_equal "$CONF" 60
 }
