@@ -304,15 +304,39 @@ pid_t input_child_wait(struct node *n, pid_t pid, int *status, int options, stru
 	}
 }
 
-int input_child_due(uint64_t forked_at, uint64_t idx, uint64_t stamp, uint64_t waited_ns)
+/* A child of ours that is the twin of the leader's child FORKED_AT,
+ * forked here in another window, or NULL.  A server's timers fork in the
+ * window of whatever it read last (Redis's cron starts a rewrite asked
+ * while another child ran), which differs between replicas.  For a server
+ * that runs one child at a time (Redis), the only child we have when the
+ * leader's ended is its twin: any child forked by a request here was
+ * forked by that request on the leader too.  With more children at once
+ * they cannot be told apart: none is taken. */
+static struct child *timer_twin(uint64_t forked_at)
+{
+	if (nkids != 1 || kids[0].released)
+		return NULL;
+	pr_info("child %d, forked here at entry %llu, is the twin of the leader's child forked at "
+		"entry %llu (forked from the server's timers)", (int)kids[0].pid,
+		(unsigned long long)kids[0].forked_at, (unsigned long long)forked_at);
+	kids[0].forked_at = forked_at;
+	return &kids[0];
+}
+
+int input_child_due(uint64_t forked_at, uint64_t idx, uint64_t stamp, uint64_t waited_ns,
+		    int may_fork)
 {
 	int done;
 
 	pthread_mutex_lock(&lock);
 	if (due_at != forked_at || due_idx != idx) {
-		if (!by_fork(forked_at)) {
+		if (!by_fork(forked_at) && !(may_fork && timer_twin(forked_at))) {
+			/* Our timers may not have forked the twin yet (they run
+			 * every 100 ms in Redis); a server whose state starts
+			 * after FORKED_AT never will. */
+			int wait = may_fork && waited_ns < CHILD_TWIN_WAIT_NS;
 			pthread_mutex_unlock(&lock);
-			return 1;	/* no such child here */
+			return !wait;	/* no such child here */
 		}
 		due_at = forked_at;
 		due_idx = idx;

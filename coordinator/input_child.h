@@ -18,16 +18,22 @@
  * to CHILD_RUN_MAX_NS: a backup's child may take longer than the
  * leader's), then up to CHILD_WAIT_NS for the server to ask.  A replica
  * that has no child F (it restarted from a recovery point taken after F,
- * or its fork failed) skips the entry.  So does one whose server forked
- * its twin in another window (from its timers: Redis's cron starts a
- * rewrite asked while another child ran): its end reaches that server
- * only after CHILD_KEEP_NS (doc/limits.md).
+ * or its fork failed) skips the entry.  A server that forked its twin in
+ * another window (from its timers: Redis's cron starts a rewrite asked
+ * while another child ran) has it taken as the twin when it is its only
+ * child (one child at a time, as in Redis), waiting up to
+ * CHILD_TWIN_WAIT_NS for its timers to fork it; with several children
+ * at once, the end reaches that server only after CHILD_KEEP_NS
+ * (doc/limits.md).
  *
- * A poll (WNOHANG) is ordered so wherever it is made: a server's timers
- * run in the window of whatever it read last in the same pass of its
- * loop.  Ends learned by a blocking wait inside a window (while handling
- * a request) and children forked outside windows (the node's own
- * snapshots) are not logged: they pass through as before. */
+ * A child forked outside any window (a server's timers between two
+ * passes: Redis's save points) is known by the entry its thread handled
+ * last, like one forked from a timer inside a window; the twin rule above
+ * matches it.  A poll (WNOHANG) is ordered so wherever it is made: a
+ * server's timers run in the window of whatever it read last in the same
+ * pass of its loop.  Ends learned by a blocking wait inside a window
+ * (while handling a request) and the node's own snapshots' children are
+ * not logged: they pass through as before. */
 #ifndef APUS_INPUT_CHILD_H
 #define APUS_INPUT_CHILD_H
 
@@ -43,6 +49,8 @@ struct node;
 #define CHILD_WAIT_NS (2000ULL * 1000000)
 /* How long it waits for its own child, still running, to end. */
 #define CHILD_RUN_MAX_NS (300000ULL * 1000000)
+/* How long it waits for a twin its timers have not forked yet. */
+#define CHILD_TWIN_WAIT_NS (1000ULL * 1000000)
 /* How long a backup keeps an end no entry of its log names. */
 #define CHILD_KEEP_NS (30000ULL * 1000000)
 
@@ -56,7 +64,10 @@ pid_t input_child_wait(struct node *n, pid_t pid, int *status, int options, stru
 /* Backup's replay at the ENTRY_CHILD IDX (stamp STAMP) for the child
  * forked at FORKED_AT: 1 when the server has had the end (or this
  * replica has no such child), 0 while it waits; after the bounds above
- * the end goes to the server whenever it asks, and this returns 1. */
-int input_child_due(uint64_t forked_at, uint64_t idx, uint64_t stamp, uint64_t waited_ns);
+ * the end goes to the server whenever it asks, and this returns 1.
+ * MAY_FORK: our server's state began before FORKED_AT (so it may yet
+ * fork the twin from its timers). */
+int input_child_due(uint64_t forked_at, uint64_t idx, uint64_t stamp, uint64_t waited_ns,
+		    int may_fork);
 
 #endif

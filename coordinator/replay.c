@@ -574,7 +574,8 @@ static int exec_child(struct replay *r, const struct entry_hdr *e)
 		r->started_ns = now_ns();
 	}
 	memcpy(&forked_at, entry_data(e), sizeof(forked_at));
-	return input_child_due(forked_at, e->idx, r->cur_stamp, now_ns() - r->started_ns);
+	return input_child_due(forked_at, e->idx, r->cur_stamp, now_ns() - r->started_ns,
+			       forked_at > r->n->seed_idx);
 }
 
 /* The leader's output marks. */

@@ -309,10 +309,13 @@ APUS_EXPORT pid_t fork(void)
 			real.close(node_lock_fd);
 			node_lock_fd = -1;
 		}
-	} else if (pid > 0 && active && !snapshot && input_clock_ms) {
-		/* Forked while handling a logged input: its end is ordered
-		 * by the log (input_child.h).  (The node's own snapshot, asked
-		 * on the admin socket, may share the pass of a logged read.) */
+	} else if (pid > 0 && active && !snapshot) {
+		/* The server's child: its end is ordered by the log
+		 * (input_child.h), known by the entry this thread handled
+		 * last (a fork from the server's timers has its twins on the
+		 * other replicas under other entries: input_child.c matches
+		 * them).  Not the node's own snapshot, asked on the admin
+		 * socket. */
 		input_child_forked(pid, input_entry);
 	}
 	return pid;

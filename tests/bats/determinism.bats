@@ -310,6 +310,39 @@ function save_and_poll() {
 	OWN_CONF=
 }
 
+# timer_save_and_poll - on one connection: writes for 0.3 s (so that a
+# `save 1 1` point comes due), then LASTSAVE every 20 ms for 3 s: each
+# replica's cron forks that save at its own moment, in the window of
+# whatever it read last; the replies show where its end reached the server.
+function timer_save_and_poll() {
+	local i
+	for ((i = 0; i < 15; i++)); do
+		echo "SET t:$i $i"
+		sleep 0.02
+	done
+	for ((i = 0; i < 150; i++)); do
+		echo LASTSAVE
+		sleep 0.02
+	done
+}
+
+@test "a child the server forks from its timers (a save point) ends where the leader's log says on every replica" {
+	local before j
+	OWN_CONF=$(APUS_TEST_SNAPSHOTS=off make_conf "$(test_dir own19670)" 19670)
+	CONF=$OWN_CONF
+	start_cluster "$CONF" || fail "the cluster did not start"
+	redis-cli -h "$(leader_host)" -p "$(leader_port)" CONFIG SET save "1 1" >/dev/null
+	before=$(admin "$(leader_id)" LASTSAVE)
+	sleep 1.1	# LASTSAVE has a resolution of one second
+	timer_save_and_poll | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
+	[ "$(admin "$(leader_id)" LASTSAVE)" -gt "$before" ] || fail "no save point's BGSAVE ended on the leader"
+	wait_digests_equal "$CONF" 30
+	j=$(timeout 30 "$APUS" divergence --config "$CONF" --json 3>&-)
+	assert_eq "$(json_field "$(strip_nodes "$j")" total)" 0 "divergence records: $j"
+	stop_cluster "$CONF"
+	OWN_CONF=
+}
+
 function teardown() {
 	end_writer
 	WRITER=
