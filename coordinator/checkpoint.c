@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "atomic64.h"
+#include "input_random.h"
 #include "logger.h"
 #include "node_internal.h"
 #include "region_mail.h"
@@ -38,7 +39,7 @@ int node_checkpoint_poll(struct node *n)
 
 	if (gen != n->restore_seen) {
 		n->restore_seen = gen;
-		n->ckpt_hold = 0;
+		__atomic_store_n(&n->ckpt_hold, 0, __ATOMIC_RELEASE);
 		/* A fresh start may have written its pid here since the dump. */
 		store64(&n->status->pid, (uint64_t)getpid());
 		if (n->ops->restored)
@@ -61,7 +62,7 @@ int node_checkpoint_poll(struct node *n)
 					(unsigned long long)n->ckpt_hold);
 				store64(&w->broken, n->ckpt_hold);
 			}
-			n->ckpt_hold = 0;
+			__atomic_store_n(&n->ckpt_hold, 0, __ATOMIC_RELEASE);
 		}
 	}
 	req = load64(&w->req);
@@ -74,7 +75,7 @@ int node_checkpoint_poll(struct node *n)
 
 		/* (A request the guard already gave up on is answered, not held.) */
 		if (backup && n->ckpt_hold != req && load64(&w->release) < req) {
-			n->ckpt_hold = req;
+			__atomic_store_n(&n->ckpt_hold, req, __ATOMIC_RELEASE);
 			n->ckpt_hold_ns = now_ns();
 		}
 		/* Answer once the server took every turn already sent to it (a
@@ -82,7 +83,9 @@ int node_checkpoint_poll(struct node *n)
 		 * the entries up to idx), or after DRAIN_MAX_NS regardless: the
 		 * CRIU image holds unread bytes too, and `drained` says which. */
 		int unaccepted = backup ? replay_unaccepted(n->replay) : 0;
-		int drained = backup && !replay_maintain(n->replay) && !unaccepted;
+		/* ... and closed its window (it may still draw in it). */
+		int drained = backup && !replay_maintain(n->replay) && !unaccepted &&
+			      !input_random_windows_open();
 		if (backup && !drained && now_ns() - n->ckpt_hold_ns < DRAIN_MAX_NS)
 			return restored;
 		if (backup) {
@@ -92,6 +95,7 @@ int node_checkpoint_poll(struct node *n)
 			store64(&w->drained, (uint64_t)drained);
 			store64(&w->open_conns, (uint64_t)replay_open_conns(n->replay));
 			store64(&w->unaccepted, (uint64_t)unaccepted);
+			store64(&w->rand_mark, drained ? input_random_mark_idle() : UINT64_MAX);
 		}
 		store64(&w->refused, !backup);
 		/* The answer last: the guard reads the words above after it. */

@@ -34,6 +34,7 @@ static size_t span_len;
 static unsigned char pristine[SEED_STATE_MAX];
 static int win_dirty;
 static uint64_t resume_block = UINT64_MAX;
+static int windows_open;	/* threads whose window is open (input_random_window) */
 
 __thread uint64_t input_entry;			/* the entry of the thread's window */
 static __thread uint64_t drawn;			/* draws in that window so far */
@@ -171,6 +172,8 @@ static void enter_lazy(uint64_t block)
 		win_dirty = input_random_window;
 		outside = !input_random_window;
 	}
+	if (!input_random_window)
+		__atomic_add_fetch(&windows_open, 1, __ATOMIC_RELEASE);
 	input_random_window = 1;
 	if (seeded_block == UINT64_MAX) {
 		/* The first window: whatever the server seeded at its start is
@@ -192,6 +195,7 @@ void input_random_leave(void)
 	input_random_window = 0;
 	if (!win_dirty && moved())
 		win_dirty = 1;
+	__atomic_sub_fetch(&windows_open, 1, __ATOMIC_RELEASE);
 }
 
 uint64_t input_random_mark(void)
@@ -199,6 +203,18 @@ uint64_t input_random_mark(void)
 	if (!span || seeded_block == UINT64_MAX || win_dirty || (input_random_window && moved()))
 		return UINT64_MAX;
 	return seeded_block;
+}
+
+uint64_t input_random_mark_idle(void)
+{
+	if (__atomic_load_n(&windows_open, __ATOMIC_ACQUIRE))
+		return UINT64_MAX;
+	return input_random_mark();
+}
+
+int input_random_windows_open(void)
+{
+	return span ? __atomic_load_n(&windows_open, __ATOMIC_ACQUIRE) : 0;
 }
 
 void input_random_resume(uint64_t mark)

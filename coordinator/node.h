@@ -93,7 +93,8 @@ int node_serving(struct node *n);
 /* The shim's fork(), in the parent before the fork: a snapshot under way
  * learns the state the server's forked child holds.  Returns 1 when the
  * child is the snapshot's (a snapshot is under way: the server forks one
- * child at a time), 0 otherwise. */
+ * child at a time; or a guard holds the node for a snapshot of its own),
+ * 0 otherwise. */
 int node_snapshot_fork(struct node *n);
 /* In a child the server forked: closes the node's sockets (peer and
  * metrics ports), which the child must not keep from a node restarted or

@@ -46,6 +46,9 @@ struct ckpt_words {
 	 * backlog, which CRIU does not dump (it fails: "In-flight
 	 * connection"): the guard does not try. */
 	uint64_t unaccepted;
+	/* node: its server's generator's mark at idx (input_random.h;
+	 * UINT64_MAX: unknown), for a snapshot the guard takes there. */
+	uint64_t rand_mark;
 	/* Guard (ckpt_take only), for the metrics endpoint: checkpoints
 	 * taken of this region's process, the last one's dump time and
 	 * image size. */

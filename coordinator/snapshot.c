@@ -209,6 +209,10 @@ int node_snapshot_fork(struct node *n)
 {
 	int s = snap_state(n);
 
+	/* A guard holds us for a snapshot of its own (apus rebuild): its
+	 * command, on the admin socket, makes this fork; not the server's. */
+	if (__atomic_load_n(&n->ckpt_hold, __ATOMIC_ACQUIRE))
+		return 1;
 	if (s != SNAP_HELD && s != SNAP_ARMED && s != SNAP_FORKED)
 		return 0;
 	__atomic_add_fetch(&n->snap_forks, 1, __ATOMIC_ACQ_REL);

@@ -242,6 +242,7 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 	h->index = load64(&w->idx);
 	h->log_pos = load64(&w->pos);
 	h->view = load64(&w->view);
+	h->rand_mark = load64(&w->rand_mark);
 	if (!load64(&w->drained))
 		snprintf(err, errlen, "node %d's server did not take the entries sent to it in time; "
 				      "try again", node);
@@ -256,7 +257,7 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 	else if (!config_node_path(cfg, node, cfg->snapshot_file, h->path, sizeof(h->path))) {
 		/* The snapshot stays in NODE's data directory: its recovery point. */
 		if (!make_recovery_point(cfg, node, h->path, h->index, h->log_pos, h->view,
-					 UINT64_MAX, err, errlen))
+					 h->rand_mark, err, errlen))
 			return 0;
 	}
 	snapshot_release(h);
@@ -295,11 +296,13 @@ static int get_snapshot(const struct apus_config *cfg, int node, int from, const
 		if (*fd < 0)
 			return -1;
 		r->index = m.index, r->log_pos = m.log_pos, r->view = m.view;
+		r->rand_mark = m.rand_mark;
 		r->snapshot_bytes = m.bytes;
 	} else {
 		if (snapshot_hold(cfg, from, log, h, err, errlen))
 			return -1;
 		r->index = h->index, r->log_pos = h->log_pos, r->view = h->view;
+		r->rand_mark = h->rand_mark;
 		r->snapshot_bytes = h->bytes;
 		if (copy_snapshot(cfg, from, cfg->snapshot_file, node) ||
 		    members_copy(cfg, from, node)) {
@@ -312,10 +315,8 @@ static int get_snapshot(const struct apus_config *cfg, int node, int from, const
 		snprintf(err, errlen, "node %d's data_dir is too long", node);
 		return -1;
 	}
-	/* A snapshot taken under a guard's hold: its generator's state is not
-	 * recorded (input_random.h; doc/limits.md). */
-	return make_recovery_point(cfg, node, dst, r->index, r->log_pos, r->view, UINT64_MAX, err,
-				   errlen);
+	return make_recovery_point(cfg, node, dst, r->index, r->log_pos, r->view, r->rand_mark,
+				   err, errlen);
 }
 
 /* Without a live synced backup to hold (the cluster's only other
@@ -346,6 +347,7 @@ static int stored_snapshot(const struct apus_config *cfg, int node, struct rebui
 			continue;
 		r->from = k;
 		r->index = rp.index, r->log_pos = rp.log_pos, r->view = rp.view;
+		r->rand_mark = rp.rand_mark;
 		r->snapshot_bytes = rp.bytes;
 		return make_recovery_point(cfg, node, dst, rp.index, rp.log_pos, rp.view, rp.rand_mark,
 					   err, errlen);

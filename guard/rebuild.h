@@ -39,6 +39,7 @@ struct held_snapshot {
 	struct region_ctl *ctl;
 	uint64_t req, held_at_ms;
 	uint64_t index, log_pos, view, bytes;
+	uint64_t rand_mark;	/* its server's generator's mark (UINT64_MAX: unknown) */
 	char path[PATH_MAX];	/* the snapshot file in NODE's data_dir */
 };
 
@@ -56,6 +57,7 @@ uint64_t snapshot_release(struct held_snapshot *h);
 struct rebuild_info {
 	int from;		/* the peer whose server's snapshot was used */
 	uint64_t index, view, log_pos;
+	uint64_t rand_mark;	/* the snapshot's generator mark (input_random.h) */
 	uint64_t snapshot_bytes;
 	uint64_t hold_ms;	/* how long the peer was held */
 	uint64_t total_ms;

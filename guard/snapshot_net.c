@@ -234,7 +234,8 @@ static void serve_one(const struct apus_config *cfg, int self, int fd,
 		log(line);
 		return;
 	}
-	struct reply r = { .status = 0, .m = { held.index, held.log_pos, held.view, held.bytes } };
+	struct reply r = { .status = 0,
+			   .m = { held.index, held.log_pos, held.view, held.bytes, held.rand_mark } };
 	int sent = !send_all(fd, &r, sizeof(r)) && !send_file(fd, held.path, held.bytes) &&
 		   !send_members(cfg, self, fd);
 	if (sent) {

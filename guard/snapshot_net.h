@@ -19,6 +19,7 @@
 
 struct snap_meta {
 	uint64_t index, log_pos, view, bytes;
+	uint64_t rand_mark;	/* the server's generator's mark (input_random.h) */
 };
 
 /* The guard of NODE: its listening socket (non-blocking), or -1 with ERR

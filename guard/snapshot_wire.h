@@ -10,7 +10,7 @@
 #include "snapshot_net.h"
 
 #define SNAP_MAGIC "APUSSNAP"
-#define SNAP_VERSION 2	/* 2: the membership follows the snapshot */
+#define SNAP_VERSION 3	/* 2: the membership follows the snapshot; 3: rand_mark */
 
 struct hello {
 	char magic[8];
@@ -37,7 +37,7 @@ struct reply {
 int snapnet_hello_check(const void *hello, size_t len, int self, int nnodes, uint32_t *node);
 /* The guard's reply: 0 (*M filled, the file follows), 1 (refused: *WHY_LEN
  * bytes of reason follow, fewer than CAP), or -EINVAL. */
-#define SNAPNET_REPLY_LEN 40
+#define SNAPNET_REPLY_LEN 48
 int snapnet_reply_parse(const void *reply, size_t len, size_t cap, struct snap_meta *m,
 			size_t *why_len);
 

@@ -248,7 +248,7 @@ function seed_index() {
 	before=$(seed_index "$b")
 	touch "$(data_dir "$b")/apus.snapshot.request"
 	retry 100 0.1 eval '[ "$(seed_index "$b")" != "$before" ]' || fail "node $b took no snapshot"
-	grep -q '^rand_mark = [0-9]' "$(data_dir "$b")/apus.seed" ||
+	grep -Eq '^rand_mark = [0-9]{1,19}$' "$(data_dir "$b")/apus.seed" ||
 		fail "no rand_mark: $(cat "$(data_dir "$b")/apus.seed")"
 	starts=$(grep -c "starting from the recovery point" "$(data_dir "$b")/apus.log" || true)
 	kill -KILL "$(redis_pid "$b")"
@@ -272,6 +272,38 @@ function seed_index() {
 		echo "# a node forked during try $try: again" >&3
 	done
 	wait_digests_equal "$CONF" 30 || fail "replicas differ after the restart: $(digests)"
+}
+
+@test "a replica rebuilt from a live backup's snapshot (a guard's hold) draws like the others" {
+	local b src i try forks0
+	{
+		echo "SADD strs:rb:0 $(seq -f 'm%g' -s ' ' 1 200)"
+		echo "SPOP strs:rb:0"
+		for ((i = 0; i < 300; i++)); do
+			echo "SET plain:rb:$i v"
+		done
+	} | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
+	wait_digests_equal "$CONF" 30 || fail "replicas differ before the rebuild: $(digests)"
+	b=$(backups | head -n 1)
+	src=$(backups | tail -n 1)
+	run timeout 60 "$APUS" stop --config "$CONF" --node "$b" 3>&-
+	run timeout 120 "$APUS" rebuild --config "$CONF" --node "$b" --from "$src" 3>&-
+	assert_eq "$status" 0 "apus rebuild --node $b --from $src: $output"
+	grep -Eq '^rand_mark = [0-9]{1,19}$' "$(data_dir "$b")/apus.seed" ||
+		fail "the rebuilt node's recovery point has no generator mark: $(cat "$(data_dir "$b")/apus.seed")"
+	retry 100 0.2 all_backups >/dev/null || fail "node $b did not come back: $(status_json)"
+	for try in 1 2 3; do
+		forks0=$(forks)
+		{
+			echo "SADD strs:rb:$try $(seq -f 'm%g' -s ' ' 1 200)"
+			echo "SPOP strs:rb:$try"
+			echo "SPOP strs:rb:$try 20"
+		} | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
+		wait_digests_equal "$CONF" 30 >/dev/null 2>&1 || true
+		[ "$(forks)" = "$forks0" ] && break
+		echo "# a node forked during try $try: again" >&3
+	done
+	wait_digests_equal "$CONF" 30 || fail "replicas differ after the rebuild: $(digests)"
 }
 
 # save_and_poll ROUNDS - on one connection: BGSAVE, then LASTSAVE every
