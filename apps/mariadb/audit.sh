@@ -57,8 +57,14 @@ sql() {
 if [ "$cmd" = write ]; then
 	for ((i = 0; i < 100; i++)); do find_leader && break; sleep 0.1; done
 	[ -n "$port" ] || { echo "audit.sh: no leader" >&2; exit 1; }
-	out=$(sql "CREATE TABLE IF NOT EXISTS $table (id INT PRIMARY KEY, v INT) ENGINE=InnoDB") ||
-		{ echo "audit.sh: cannot create $table: $out" >&2; exit 1; }
+	# The leader ends a connection whose input waited a second for room in
+	# a full log (snapshot_connections = none): try again, as for inserts.
+	for ((i = 1; ; i++)); do
+		out=$(sql "CREATE TABLE IF NOT EXISTS $table (id INT PRIMARY KEY, v INT) ENGINE=InnoDB") && break
+		[ "$i" -lt 10 ] || { echo "audit.sh: cannot create $table: $out" >&2; exit 1; }
+		sleep 0.5
+		find_leader || true
+	done
 	fails=0
 	for ((i = 1; i <= count; i++)); do
 		if out=$(sql "INSERT INTO $table (id, v) VALUES ($i, $i)"); then

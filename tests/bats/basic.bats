@@ -122,7 +122,13 @@ setup_file() {
 		sleep 0.1
 	done
 	[ -n "$port" ] || fail "no leader 10 s after the restart: $(status_json)"
-	run timeout 10 redis-cli -h "$(leader_host)" -p "$port" SET after-restart yes
+	# A leader just elected executes its log before it serves (it refuses
+	# clients meanwhile): a client tries again, as clients do.
+	for ((n = 0; n < 50; n++)); do
+		run timeout 10 redis-cli -h "$(leader_host)" -p "$port" SET after-restart yes
+		[ "$output" = OK ] && break
+		sleep 0.1
+	done
 	assert_eq "$status/$output" "0/OK" "SET after restart"
 	wait_equal_on_all "$CONF" yes GET after-restart
 }
