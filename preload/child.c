@@ -1,5 +1,5 @@
 /* The server's waits for its children (coordinator/input_child.h): the
- * end of a child forked while handling a logged input reaches the server
+ * end of a child of the server (not the node's own snapshot) reaches it
  * where the leader's log says, on every replica.  Elsewhere (a forked
  * child, a node that is not running) they are libc's.  waitid() is not
  * covered (doc/limits.md). */
