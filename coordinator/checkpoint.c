@@ -95,7 +95,7 @@ int node_checkpoint_poll(struct node *n)
 			store64(&w->drained, (uint64_t)drained);
 			store64(&w->open_conns, (uint64_t)replay_open_conns(n->replay));
 			store64(&w->unaccepted, (uint64_t)unaccepted);
-			store64(&w->rand_mark, drained ? input_random_mark_idle() : UINT64_MAX);
+			store64(&w->rand_mark, drained ? input_random_mark() : UINT64_MAX);
 		}
 		store64(&w->refused, !backup);
 		/* The answer last: the guard reads the words above after it. */

@@ -205,13 +205,6 @@ uint64_t input_random_mark(void)
 	return seeded_block;
 }
 
-uint64_t input_random_mark_idle(void)
-{
-	if (__atomic_load_n(&windows_open, __ATOMIC_ACQUIRE))
-		return UINT64_MAX;
-	return input_random_mark();
-}
-
 int input_random_windows_open(void)
 {
 	return span ? __atomic_load_n(&windows_open, __ATOMIC_ACQUIRE) : 0;

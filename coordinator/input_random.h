@@ -97,12 +97,9 @@ void input_random_leave(void);
  * pristine f(j) the generator holds, or UINT64_MAX (dirty, or unknown). */
 uint64_t input_random_mark(void);
 
-/* The same from another thread (the node's, while a guard holds its
- * server between entries): UINT64_MAX while a window is open, since the
- * server may still draw in it. */
-uint64_t input_random_mark_idle(void);
-
-/* Lazy seeding: how many threads have a window open (0 without it). */
+/* Lazy seeding: how many threads have a window open (0 without it).
+ * While none is, input_random_mark() holds from any thread (the node's,
+ * while a guard holds its server between entries). */
 int input_random_windows_open(void);
 
 /* Before the first window of a server restarted from a recovery point:

@@ -231,18 +231,44 @@ function seed_index() {
 	sed -n 's/^index = //p' "$(data_dir "$1")/apus.seed" 2>/dev/null || true
 }
 
+# draw_then_only_write TAG - one draw of Redis's generator (an SPOP), then
+# 300 writes that draw nothing: the generator stays as its last seed left it.
+function draw_then_only_write() {
+	local i
+	{
+		echo "SADD strs:$1:0 $(seq -f 'm%g' -s ' ' 1 200)"
+		echo "SPOP strs:$1:0"
+		for ((i = 0; i < 300; i++)); do
+			echo "SET plain:$1:$i v"
+		done
+	} | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
+}
+
+# first_draws_alike TAG WHAT - the first draws after WHAT (a restart, a
+# rebuild) leave every replica equal.  A fork holds back a table's growth
+# on its node alone (see above): up to three tries.
+function first_draws_alike() {
+	local try forks0
+	for try in 1 2 3; do
+		forks0=$(forks)
+		{
+			echo "SADD strs:$1:$try $(seq -f 'm%g' -s ' ' 1 200)"
+			echo "SPOP strs:$1:$try"
+			echo "SPOP strs:$1:$try 20"
+		} | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
+		wait_digests_equal "$CONF" 30 >/dev/null 2>&1 || true
+		[ "$(forks)" = "$forks0" ] && break
+		echo "# a node forked during try $try: again" >&3
+	done
+	wait_digests_equal "$CONF" 30 || fail "replicas differ after the $2: $(digests)"
+}
+
 @test "a replica restarted from a recovery point taken long after the generator's last seed draws like the others" {
-	local b before i try forks0 starts
+	local b before starts
 	# One draw of Redis's generator, then writes that draw nothing: the
 	# generator is seeded once after the draw and stays so up to the
 	# recovery point, whose seed file must say at which entry.
-	{
-		echo "SADD strs:lz:0 $(seq -f 'm%g' -s ' ' 1 200)"
-		echo "SPOP strs:lz:0"
-		for ((i = 0; i < 300; i++)); do
-			echo "SET plain:lz:$i v"
-		done
-	} | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
+	draw_then_only_write lz
 	wait_digests_equal "$CONF" 30 || fail "replicas differ before the restart: $(digests)"
 	b=$(backups | head -n 1)
 	before=$(seed_index "$b")
@@ -258,31 +284,12 @@ function seed_index() {
 	retry 100 0.2 all_backups >/dev/null || fail "node $b did not come back: $(status_json)"
 	[ "$(grep -c "starting from the recovery point" "$(data_dir "$b")/apus.log" || true)" -gt "$starts" ] ||
 		fail "node $b did not start from its recovery point"
-	# The first draws after the restart.  A fork holds back a table's
-	# growth on its node alone (see above): up to three tries.
-	for try in 1 2 3; do
-		forks0=$(forks)
-		{
-			echo "SADD strs:lz:$try $(seq -f 'm%g' -s ' ' 1 200)"
-			echo "SPOP strs:lz:$try"
-			echo "SPOP strs:lz:$try 20"
-		} | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
-		wait_digests_equal "$CONF" 30 >/dev/null 2>&1 || true
-		[ "$(forks)" = "$forks0" ] && break
-		echo "# a node forked during try $try: again" >&3
-	done
-	wait_digests_equal "$CONF" 30 || fail "replicas differ after the restart: $(digests)"
+	first_draws_alike lz restart
 }
 
 @test "a replica rebuilt from a live backup's snapshot (a guard's hold) draws like the others" {
-	local b src i try forks0
-	{
-		echo "SADD strs:rb:0 $(seq -f 'm%g' -s ' ' 1 200)"
-		echo "SPOP strs:rb:0"
-		for ((i = 0; i < 300; i++)); do
-			echo "SET plain:rb:$i v"
-		done
-	} | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
+	local b src
+	draw_then_only_write rb
 	wait_digests_equal "$CONF" 30 || fail "replicas differ before the rebuild: $(digests)"
 	b=$(backups | head -n 1)
 	src=$(backups | tail -n 1)
@@ -292,18 +299,7 @@ function seed_index() {
 	grep -Eq '^rand_mark = [0-9]{1,19}$' "$(data_dir "$b")/apus.seed" ||
 		fail "the rebuilt node's recovery point has no generator mark: $(cat "$(data_dir "$b")/apus.seed")"
 	retry 100 0.2 all_backups >/dev/null || fail "node $b did not come back: $(status_json)"
-	for try in 1 2 3; do
-		forks0=$(forks)
-		{
-			echo "SADD strs:rb:$try $(seq -f 'm%g' -s ' ' 1 200)"
-			echo "SPOP strs:rb:$try"
-			echo "SPOP strs:rb:$try 20"
-		} | redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
-		wait_digests_equal "$CONF" 30 >/dev/null 2>&1 || true
-		[ "$(forks)" = "$forks0" ] && break
-		echo "# a node forked during try $try: again" >&3
-	done
-	wait_digests_equal "$CONF" 30 || fail "replicas differ after the rebuild: $(digests)"
+	first_draws_alike rb rebuild
 }
 
 # save_and_poll ROUNDS - on one connection: BGSAVE, then LASTSAVE every
