@@ -50,7 +50,7 @@ int divergence_append(const char *path, const struct divergence *d)
 	n = divergence_format(line, sizeof(line), d);
 	if (n < 0)
 		return n;
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	fd = sys.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
 	if (sys.write(fd, line, (size_t)n) != n)

@@ -35,7 +35,7 @@ int admit_key_load(const char *path, struct admit_key *k, char *err, size_t errl
 	char text[2 * ADMIT_KEY_LEN + 8];
 	struct stat st;
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	int fd = sys.open(path, O_RDONLY | O_CLOEXEC), rc = 0;
 
 	if (fd < 0) {
 		rc = -errno;
@@ -75,7 +75,7 @@ int admit_key_generate(const char *path)
 	char text[2 * ADMIT_KEY_LEN + 1];
 	int fd, rc = 1;
 
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	fd = sys.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return errno == EEXIST ? 0 : -errno;
 	if (sys_random_bytes(key, sizeof(key))) {

@@ -24,6 +24,8 @@
 #define HOLD_MAX_NS (30ULL * 1000000000ULL)
 /* How long an answer waits for the server to consume what it was sent. */
 #define DRAIN_MAX_NS (2ULL * 1000000000ULL)
+/* ... and to answer what it read (a request read in part is not). */
+#define ANSWER_WAIT_NS (200 * 1000000ULL)
 
 void node_checkpoint_init(struct node *n)
 {
@@ -86,7 +88,12 @@ int node_checkpoint_poll(struct node *n)
 		/* ... and closed its window (it may still draw in it). */
 		int drained = backup && !replay_maintain(n->replay) && !unaccepted &&
 			      !input_random_windows_open();
+		/* ... and answered what it read, given a moment (a snapshot
+		 * would cut a request read in part; snapshot.c's hold). */
+		int mid = drained ? replay_mid_requests(n->replay, NULL) : 0;
 		if (backup && !drained && now_ns() - n->ckpt_hold_ns < DRAIN_MAX_NS)
+			return restored;
+		if (mid && now_ns() - n->ckpt_hold_ns < ANSWER_WAIT_NS)
 			return restored;
 		if (backup) {
 			store64(&w->idx, n->exec_idx - 1);
@@ -95,6 +102,7 @@ int node_checkpoint_poll(struct node *n)
 			store64(&w->drained, (uint64_t)drained);
 			store64(&w->open_conns, (uint64_t)replay_open_conns(n->replay));
 			store64(&w->unaccepted, (uint64_t)unaccepted);
+			store64(&w->mid_requests, (uint64_t)mid);
 			store64(&w->rand_mark, drained ? input_random_mark() : UINT64_MAX);
 		}
 		store64(&w->refused, !backup);

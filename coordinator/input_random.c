@@ -113,7 +113,7 @@ int input_random_init(const struct apus_config *cfg, char *err, size_t errlen)
 	win_dirty = 0;
 	key_absorb((const unsigned char *)cfg->cluster, strlen(cfg->cluster));
 	/* Every node reads its own copy of the one cluster-wide secret. */
-	fd = cfg->secret_file[0] ? open(cfg->secret_file, O_RDONLY | O_CLOEXEC) : -1;
+	fd = cfg->secret_file[0] ? sys.open(cfg->secret_file, O_RDONLY | O_CLOEXEC) : -1;
 	if (fd >= 0) {
 		len = sys.read(fd, secret, sizeof(secret));
 		sys.close(fd);

@@ -30,7 +30,7 @@ void logger_init(const char *who)
 				logger_level = i;
 	}
 	if (file && *file) {
-		int fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		int fd = sys.open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 		if (fd >= 0)
 			logger_fd = fd;
 	}

@@ -58,7 +58,7 @@ int members_file_write(const struct apus_config *cfg, int node, const char *text
 	if (!rc && rename(tmp, path) < 0)
 		rc = -errno;
 	if (!rc) {
-		int d = open(cfg->nodes[node].data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int d = sys.open(cfg->nodes[node].data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (d >= 0) {
 			fsync(d);
 			sys.close(d);

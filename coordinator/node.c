@@ -63,6 +63,12 @@ struct replay *node_replay(struct node *n)
 	return n->replay;
 }
 
+void node_set_point_cut(struct node *n, int (*fn)(struct viewstamp *first))
+{
+	/* Pairs with the acquire load in snapshot.c's point_cut(). */
+	__atomic_store_n(&n->point_cut, fn, __ATOMIC_RELEASE);
+}
+
 void node_set_input_pending(struct node *n, int (*fn)(void))
 {
 	/* Pairs with the acquire load in snapshot.c's input_pending(). */

@@ -118,6 +118,9 @@ struct replay *node_replay(struct node *n);
 /* Sets the shim's answer to "do read-ahead bytes wait for the server?"
  * (a snapshot of the leader waits until none do). */
 void node_set_input_pending(struct node *n, int (*fn)(void));
+/* ... and to "how many clients' requests did the leader's snapshot fork
+ * find read in part?" (preload/point_watch.c; such a point is refused). */
+void node_set_point_cut(struct node *n, int (*fn)(struct viewstamp *first));
 
 /* What the shim saw of its server, for the status page: the server
  * listens on the application port (now); its listening thread waits for

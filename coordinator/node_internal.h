@@ -96,11 +96,18 @@ struct node {
 	int snap_state;		/* atomic: enum snap_state */
 	int snap_forks;		/* atomic: server forks while one was under way */
 	uint64_t snap_hold_ns;	/* role thread: when it began to hold */
+	uint64_t snap_drained_ns;	/* ... and when its server had taken every turn */
 	uint64_t snap_cap_idx, snap_cap_pos, snap_cap_view;	/* the state it holds */
 	uint64_t snap_cap_rand;	/* its generator's, at the fork (input_random_mark) */
 	/* snapshot_connections = none: connections open when the role thread
 	 * came to hold (it did not: no recovery point there). */
 	int snap_open_conns;
+	/* Connections whose server was mid-request at the entry it came to
+	 * hold (replay_mid_requests; no recovery point there), one of them,
+	 * and since when points have been refused for that (role thread). */
+	int snap_mid_conns;
+	struct viewstamp snap_mid_vs;
+	uint64_t snap_mid_since_ns, snap_mid_last_ns;
 	uint64_t snap_idx, snap_pos;	/* atomic: the recovery point (0: none) */
 	int recoverable;	/* its snapshot and log rebuild its state (atomic) */
 	/* atomic: snapshot_load_cmd has yet to put the recovery point into
@@ -110,6 +117,7 @@ struct node {
 	int snap_started;
 	/* Set by the shim: whether read-ahead bytes wait for the server. */
 	int (*input_pending)(void);
+	int (*point_cut)(struct viewstamp *first);	/* node_set_point_cut */
 
 	/* Elections (election.c; the role thread only). */
 	uint64_t answered[APUS_MAX_NODES];	/* last request of each candidate answered */

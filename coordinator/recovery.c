@@ -20,7 +20,7 @@ static int node_file(const struct apus_config *cfg, int node, const char *name, 
 
 static int fsync_path(const char *path, int flags)
 {
-	int fd = open(path, flags | O_CLOEXEC), rc = 0;
+	int fd = sys.open(path, flags | O_CLOEXEC), rc = 0;
 
 	if (fd < 0)
 		return -errno;
@@ -33,11 +33,11 @@ static int fsync_path(const char *path, int flags)
 /* DST becomes a copy of SRC (another file system: no hard link). */
 static int copy_file(const char *src, const char *dst)
 {
-	int in = open(src, O_RDONLY | O_CLOEXEC), out, rc = 0;
+	int in = sys.open(src, O_RDONLY | O_CLOEXEC), out, rc = 0;
 
 	if (in < 0)
 		return -errno;
-	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	out = sys.open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (out < 0) {
 		rc = -errno;
 		sys.close(in);

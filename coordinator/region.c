@@ -46,7 +46,7 @@ _Static_assert(REGION_STATUS_OFF % 8 == 0 && REGION_OWNER_OFF % 8 == 0 && REGION
 static int region_carry_over(const char *path, int node, size_t size, char *m)
 {
 	struct region_ctl old;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), ok = 0;
+	int fd = sys.open(path, O_RDONLY | O_CLOEXEC), ok = 0;
 	struct stat st;
 	off_t pos = REGION_CTL_SIZE;
 	char why[PATH_MAX + 200];
@@ -129,7 +129,7 @@ static int create_file(const char *tmp, size_t size, int in_memory)
 	 * usually /dev/shm, writable by every user. */
 	if (unlink(tmp) < 0 && errno != ENOENT)
 		return -errno;
-	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = sys.open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)size) < 0) {
@@ -282,7 +282,7 @@ static int orphan_region(const char *path)
 	char link[PATH_MAX + 16], now[PATH_MAX], self[PATH_MAX];
 	const size_t len = REGION_OWNER_OFF + REGION_OWNER_SIZE;	/* up to its owner */
 	const struct region_ctl *ctl;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), orphan = 0;
+	int fd = sys.open(path, O_RDONLY | O_CLOEXEC), orphan = 0;
 	char *page;
 
 	if (fd < 0)
@@ -346,7 +346,7 @@ static void *map_ctl(const struct apus_config *cfg, int node, int writable)
 		errno = ENAMETOOLONG;
 		return NULL;
 	}
-	fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	fd = sys.open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
 	if (fstat(fd, &st) < 0 || st.st_size < REGION_CTL_SIZE) {

@@ -60,6 +60,10 @@ struct ckpt_words {
 	uint64_t failures;
 	uint64_t error_ms;
 	char error[256];
+	/* node: connections whose input its server had read at idx and not
+	 * answered (replay_mid_requests: a request may be read in part, and a
+	 * snapshot there would cut it). */
+	uint64_t mid_requests;
 };
 
 /* apus verify's question to a node, and the node's answer

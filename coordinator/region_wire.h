@@ -23,7 +23,7 @@
  * (entry.h): a node keeps the log and durable words of a previous process
  * only from a region of the same version.  The status page and the
  * mailboxes are not part of it. */
-#define REGION_VERSION 7
+#define REGION_VERSION 8
 #define REGION_CTL_SIZE 8192
 
 /* What a backup reports about itself into the leader's region. */

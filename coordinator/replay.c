@@ -240,6 +240,7 @@ static void tap_arm(struct replay *r, struct replay_tap *t, int s, struct rconn 
 	t->conn = c;
 	pthread_mutex_unlock(&r->out_lock);
 	t->gen++;
+	t->unanswered = 0;
 	t->free_bytes = 0;
 	t->free_eof = 0;
 	/* Pairs with the CAS in replay_tap_claim(). */
@@ -534,6 +535,32 @@ int replay_unaccepted(struct replay *r)
 			if (!c->dead && c->tap &&
 			    __atomic_load_n(&c->tap->state, __ATOMIC_ACQUIRE) == TAP_ARMED)
 				n++;
+	return n;
+}
+
+/* A request reaches a server in several reads when it is larger than its
+ * read buffer (Redis: 16 kB), or a client sends it in parts: a read whose
+ * connection the server has not answered within this much of the log's
+ * clock is taken for a request that waits (a blocking command, a
+ * pipeline with no replies) rather than for the first part of one. */
+#define MID_REQUEST_WINDOW_MS 1000
+
+int replay_mid_requests(struct replay *r, struct viewstamp *first)
+{
+	int n = 0;
+
+	for (int b = 0; b < NBUCKETS; b++)
+		for (struct rconn *c = r->buckets[b]; c; c = c->next) {
+			struct replay_tap *t = c->tap;
+
+			if (c->dead || !t || __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED ||
+			    !__atomic_load_n(&t->unanswered, __ATOMIC_ACQUIRE) ||
+			    r->cur_stamp > __atomic_load_n(&t->read_stamp_ms, __ATOMIC_RELAXED) +
+						   MID_REQUEST_WINDOW_MS)
+				continue;
+			if (!n++ && first)
+				*first = c->vs;
+		}
 	return n;
 }
 

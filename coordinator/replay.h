@@ -44,6 +44,14 @@ int replay_open_conns(struct replay *r);
  * yet (in the listening socket's backlog). */
 int replay_unaccepted(struct replay *r);
 
+/* Connections whose server read input it has not answered yet (it wrote
+ * nothing to them since), read recently on the log's clock: a request may
+ * be half read, its rest still to come.  A recovery point (a snapshot of
+ * the server's data, not of its buffers) there would lose that request
+ * on a node that restarts from it.  FIRST (may be NULL) gets one of
+ * them.  Role thread. */
+int replay_mid_requests(struct replay *r, struct viewstamp *first);
+
 /* How many turns the server has taken (or replay skipped) so far: moves
  * while the server works through what it was sent. */
 uint64_t replay_turns_taken(struct replay *r);

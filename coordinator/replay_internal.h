@@ -34,6 +34,12 @@ struct replay_tap {
 	uint32_t waker;		/* the waker of the set that watches it (turns.h) */
 	uint32_t reader;	/* the server thread that read it last */
 	int32_t ours;		/* our end of the connection */
+	/* The server read input of it and has written nothing to it since:
+	 * a request it has not answered, or the first part of one it still
+	 * waits to read the rest of (replay_mid_requests).  And the input
+	 * clock stamp of that read's entry. */
+	uint32_t unanswered;
+	uint64_t read_stamp_ms;
 	struct rconn *conn;	/* its connection, for the server's output (out_lock) */
 };
 

@@ -55,6 +55,15 @@
 #define TICK_NS (100 * 1000000ULL)
 #define HOLD_WAIT_NS (5ULL * 1000000000ULL)	/* for the role thread to hold */
 #define DRAIN_MAX_NS (2ULL * 1000000000ULL)	/* for the server to take its turns */
+/* For the server to answer what it read (a whole request is answered in
+ * microseconds; the first part of one is not, while we hold its rest). */
+#define ANSWER_WAIT_NS (200 * 1000000ULL)
+/* Points refused for requests mid-read this long in a row: a client that
+ * keeps the server reading without answers (memcached's noreply sets) and
+ * no recovery point at all would stop writes once the log is full.  One
+ * is taken then, and the log says which connection it may cut. */
+#define MID_REQUEST_GIVE_UP_NS (5ULL * 1000000000ULL)
+#define MID_REQUEST_RUN_NS (1000000000ULL)
 #define CMD_MAX_NS (600ULL * 1000000000ULL)
 #define COMMIT_WAIT_NS (10ULL * 1000000000ULL)
 #define RETRY_MIN_NS (1000000000ULL)
@@ -163,10 +172,57 @@ int node_snapshot_running(struct node *n)
 	return snap_state(n) != SNAP_IDLE || loading(n);
 }
 
+/* A point where MID connections had a request read in part (VS: one of
+ * them) is refused, unless points have been refused for that for
+ * MID_REQUEST_GIVE_UP_NS in a row: then 0, and the log says so. */
+static int mid_request_refused(struct node *n, int mid, struct viewstamp vs, uint64_t idx)
+{
+	uint64_t now = now_ns();
+
+	/* (In a row: the last refusal a moment ago.) */
+	if (!n->snap_mid_since_ns || now - n->snap_mid_last_ns > MID_REQUEST_RUN_NS)
+		n->snap_mid_since_ns = now;
+	n->snap_mid_last_ns = now;
+	if (now - n->snap_mid_since_ns < MID_REQUEST_GIVE_UP_NS)
+		return 1;
+	pr_warn("a recovery point at entry %llu although %d connection%s had a request read in "
+		"part (connection %llu.%llu): refused for %llu s in a row; a restart from it "
+		"loses such a request", (unsigned long long)idx, mid, mid == 1 ? "" : "s",
+		(unsigned long long)vs.view, (unsigned long long)vs.idx,
+		(unsigned long long)(MID_REQUEST_GIVE_UP_NS / 1000000000ULL));
+	n->snap_mid_since_ns = 0;
+	return 0;
+}
+
+/* The held server has taken every turn: has it answered what it read?
+ * A snapshot holds its data, not its buffers, so a request it has read
+ * only the first part of would be lost on a node restarting from there
+ * (the rest replayed alone).  It is given ANSWER_WAIT_NS, then the point
+ * is refused (snap_mid_conns).  0: wait on.  Role thread. */
+static int hold_answered(struct node *n)
+{
+	struct viewstamp vs = { 0, 0 };
+	int mid = replay_mid_requests(n->replay, &vs);
+
+	n->snap_mid_conns = 0;
+	if (!mid) {
+		n->snap_mid_since_ns = 0;
+		return 1;
+	}
+	if (now_ns() - n->snap_drained_ns < ANSWER_WAIT_NS)
+		return 0;
+	if (mid_request_refused(n, mid, vs, n->snap_cap_idx)) {
+		n->snap_mid_conns = mid;
+		n->snap_mid_vs = vs;
+	}
+	return 1;
+}
+
 void node_snapshot_poll(struct node *n)
 {
 	if (snap_state(n) != SNAP_HOLD) {
 		n->snap_hold_ns = 0;	/* a hold the snapshot thread gave up on */
+		n->snap_drained_ns = 0;
 		return;
 	}
 	if (node_role(n) != ROLE_BACKUP || n->ckpt_hold) {
@@ -184,13 +240,18 @@ void node_snapshot_poll(struct node *n)
 		}
 		return;
 	}
-	n->snap_hold_ns = 0;
 	n->snap_cap_idx = n->exec_idx - 1;
+	if (!n->snap_drained_ns)
+		n->snap_drained_ns = now_ns();
+	if (!hold_answered(n))
+		return;
+	n->snap_hold_ns = 0;
+	n->snap_drained_ns = 0;
 	/* snapshot_connections = none: no point where a client is connected
 	 * (take() zeroed snap_open_conns before it asked). */
 	if (n->cfg.snapshot_connections == SNAPSHOT_CONNECTIONS_NONE)
 		n->snap_open_conns = replay_open_conns(n->replay);
-	if (n->snap_open_conns) {
+	if (n->snap_open_conns || n->snap_mid_conns) {
 		set_snap_state(n, SNAP_FAILED);
 		return;
 	}
@@ -377,9 +438,32 @@ static int wait_committed(struct node *n, uint64_t idx)
 }
 
 /* take()'s answer when the moment did not suit (snapshot_connections =
- * none and clients were connected): another entry may, soon. */
+ * none and clients were connected, or a request was read in part):
+ * another entry may, soon. */
 #define SNAP_TRY_SOON (-2)
 #define TRY_SOON_NS (100 * 1000000ULL)
+
+/* The leader's fork cut a client's request (preload/point_watch.c): 1
+ * with WHY, unless refusals gave up (mid_request_refused). */
+static int leader_point_cut(struct node *n, char *why, size_t whylen)
+{
+	int (*f)(struct viewstamp *) = __atomic_load_n(&n->point_cut, __ATOMIC_ACQUIRE);
+	struct viewstamp vs = { 0, 0 };
+	int cut = f ? f(&vs) : 0;
+
+	if (!cut) {
+		n->snap_mid_since_ns = 0;
+		return 0;
+	}
+	if (!mid_request_refused(n, cut, vs, n->snap_cap_idx))
+		return 0;
+	snprintf(why, whylen, "%d client connection%s read in part at the fork, at entry %llu "
+		 "(connection %llu.%llu): a recovery point there would cut it", cut,
+		 cut == 1 ? " had its request" : "s had their requests",
+		 (unsigned long long)n->snap_cap_idx, (unsigned long long)vs.view,
+		 (unsigned long long)vs.idx);
+	return 1;
+}
 
 /* Takes one snapshot of this node.  0, or -1 or SNAP_TRY_SOON (with WHY). */
 static int take(struct node *n, char *why, size_t whylen)
@@ -407,10 +491,22 @@ static int take(struct node *n, char *why, size_t whylen)
 			sleep_ns(1000000);
 		}
 	} else {
-		n->snap_open_conns = 0;	/* the role thread's answer, before it holds */
+		n->snap_open_conns = 0;	/* the role thread's answers, before it holds */
+		n->snap_mid_conns = 0;
 		set_snap_state(n, SNAP_HOLD);
 		n->ops->ring(n->tp, n->self);
 		s = wait_state(n, SNAP_HOLD, HOLD_WAIT_NS);
+		if (s != SNAP_HELD && n->snap_mid_conns) {
+			set_snap_state(n, SNAP_IDLE);
+			snprintf(why, whylen, "%d client connection%s input unanswered at entry %llu "
+				 "(connection %llu.%llu): a recovery point there would cut a request "
+				 "read in part", n->snap_mid_conns,
+				 n->snap_mid_conns == 1 ? " had its" : "s had their",
+				 (unsigned long long)n->snap_cap_idx,
+				 (unsigned long long)n->snap_mid_vs.view,
+				 (unsigned long long)n->snap_mid_vs.idx);
+			return SNAP_TRY_SOON;
+		}
 		if (s != SNAP_HELD && n->snap_open_conns) {
 			set_snap_state(n, SNAP_IDLE);
 			snprintf(why, whylen, "%d client connection%s open at entry %llu: a recovery "
@@ -454,6 +550,8 @@ static int take(struct node *n, char *why, size_t whylen)
 		snprintf(why, whylen, "read-ahead bytes waited at the fork");
 		return -1;
 	}
+	if (leader && leader_point_cut(n, why, whylen))
+		return SNAP_TRY_SOON;
 	if (config_node_path(&n->cfg, n->self, n->cfg.snapshot_file, path, sizeof(path)) ||
 	    !file_newer(path, &started, &st)) {
 		snprintf(why, whylen, "snapshot_cmd did not write %.200s", path);
@@ -613,7 +711,8 @@ static void *snap_main(void *arg)
 		int rc = take(n, why, sizeof(why));
 		if (rc == SNAP_TRY_SOON) {
 			/* A recovery point waits for an entry with no client
-			 * connected: look again soon, saying so now and then. */
+			 * connected, or none mid-request: look again soon,
+			 * saying so now and then. */
 			set_error(n, why);
 			if (t0 - quiet_said_ns > RETRY_MAX_NS) {
 				pr_info("no snapshot yet: %s", why);

@@ -1,10 +1,16 @@
 #include "sys.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* glibc's entry points of a fortified open() (bits/fcntl2.h), declared
+ * here for builds without _FORTIFY_SOURCE. */
+extern int __open_2(const char *, int);
+extern int __open64_2(const char *, int);
 
 /* libc's, until the shim says otherwise (sys.h).  Inside libapus.so these
  * relocations resolve to the shim's own wrappers: sys_use() replaces them
@@ -36,8 +42,20 @@ struct socket_calls sys = {
 	.getentropy = getentropy,
 	.rand = rand,
 	.random = random,
+	.drand48 = drand48,
+	.lrand48 = lrand48,
+	.mrand48 = mrand48,
+	.arc4random = arc4random,
+	.arc4random_buf = arc4random_buf,
+	.arc4random_uniform = arc4random_uniform,
 	.fopen = fopen,
 	.fopen64 = fopen64,
+	.open = open,
+	.open64 = open64,
+	.openat = openat,
+	.openat64 = openat64,
+	.__open_2 = __open_2,
+	.__open64_2 = __open64_2,
 	.wait4 = wait4,
 };
 
@@ -50,7 +68,9 @@ void sys_use(const struct socket_calls *calls)
 	USE(sendmsg); USE(close); USE(shutdown); USE(fork); USE(epoll_ctl);
 	USE(epoll_wait); USE(epoll_pwait); USE(clock_gettime);
 	USE(gettimeofday); USE(time); USE(getrandom); USE(getentropy); USE(rand);
-	USE(random); USE(fopen); USE(fopen64); USE(wait4);
+	USE(random); USE(drand48); USE(lrand48); USE(mrand48); USE(arc4random);
+	USE(arc4random_buf); USE(arc4random_uniform); USE(fopen); USE(fopen64); USE(open); USE(open64); USE(openat);
+	USE(openat64); USE(__open_2); USE(__open64_2); USE(wait4);
 #undef USE
 }
 

@@ -12,6 +12,7 @@
 #define APUS_SYS_H
 
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
@@ -54,8 +55,21 @@ struct socket_calls {
 	int (*getentropy)(void *, size_t);
 	int (*rand)(void);
 	long (*random)(void);
+	double (*drand48)(void);
+	long (*lrand48)(void);
+	long (*mrand48)(void);
+	uint32_t (*arc4random)(void);
+	void (*arc4random_buf)(void *, size_t);
+	uint32_t (*arc4random_uniform)(uint32_t);
 	FILE *(*fopen)(const char *, const char *);
 	FILE *(*fopen64)(const char *, const char *);
+	/* ... whose devices may also be open()ed and read(). */
+	int (*open)(const char *, int, ...);
+	int (*open64)(const char *, int, ...);
+	int (*openat)(int, const char *, int, ...);
+	int (*openat64)(int, const char *, int, ...);
+	int (*__open_2)(const char *, int);
+	int (*__open64_2)(const char *, int);
 	/* And the waits for children (preload/child.c, input_child.h). */
 	pid_t (*wait4)(pid_t, int *, int, struct rusage *);
 };

@@ -26,7 +26,7 @@ int thread_running(uint32_t tid)
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/self/task/%u/stat", tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = sys.open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	n = sys.read(fd, buf, sizeof(buf) - 1);

@@ -113,7 +113,7 @@ static int owner_alive(const struct region_ctl *ctl)
 	if (pid <= 0 || (kill(pid, 0) < 0 && errno != EPERM))
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = sys.open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 1;	/* no /proc: trust kill() */
 	k = sys.read(fd, buf, sizeof(buf) - 1);
@@ -147,7 +147,7 @@ static int map_peer(struct shm_transport *s, int peer, char **mp, ino_t *ino)
 
 	if (config_node_path(s->cfg, peer, REGION_FILE, path, sizeof(path)))
 		return -ENAMETOOLONG;
-	fd = open(path, O_RDWR | O_CLOEXEC);
+	fd = sys.open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? -EAGAIN : -errno;
 	if (fstat(fd, &st) < 0 || (size_t)st.st_size != want) {
@@ -519,7 +519,7 @@ static int swap_region(struct shm_transport *s, int peer, uint64_t inc)
 	if (rc)
 		return rc;
 	snprintf(tmp, sizeof(tmp), "%s.%d.fence", path, (int)getpid());
-	in = open(path, O_RDONLY | O_CLOEXEC);
+	in = sys.open(path, O_RDONLY | O_CLOEXEC);
 	if (in < 0 || fstat(in, &st) < 0) {
 		rc = -errno;
 		pr_perror("cannot open our region file %s", path);
@@ -531,7 +531,7 @@ static int swap_region(struct shm_transport *s, int peer, uint64_t inc)
 		rc = -ESTALE;
 		goto out;
 	}
-	out = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	out = sys.open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (out < 0) {
 		rc = -errno;
 		pr_perror("cannot create %s", tmp);
@@ -589,7 +589,7 @@ static int swap_region(struct shm_transport *s, int peer, uint64_t inc)
 		int dfd;
 
 		if (config_node_path(s->cfg, s->self, ".", tmp, sizeof(tmp)) == 0 &&
-		    (dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		    (dfd = sys.open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
 			if (fsync(dfd) < 0)
 				pr_perror("cannot sync %s", tmp);
 			sys.close(dfd);

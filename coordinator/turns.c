@@ -188,6 +188,14 @@ size_t replay_gate_wait(struct replay *r, struct replay_tap *t, size_t want, int
 	}
 }
 
+/* The server read input of T's connection, of turn S: it owes an answer
+ * (replay_mid_requests), until it writes to T (replay_absorb). */
+static void tap_heard(struct replay_tap *t, const struct turn *s)
+{
+	__atomic_store_n(&t->read_stamp_ms, s->stamp_ms, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->unanswered, 1, __ATOMIC_RELEASE);
+}
+
 void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n)
 {
 	uint64_t free = __atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE), h;
@@ -205,6 +213,7 @@ void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n)
 	if (!s || s->tap != t || s->gen != t->gen || __atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
 		return;
 	if (s->type == ENTRY_RECV && n > 0) {
+		tap_heard(t, s);
 		s->remaining -= (uint64_t)n < s->remaining ? (uint64_t)n : s->remaining;
 		if (!s->remaining)
 			turn_complete(r, s, h);
@@ -252,6 +261,8 @@ int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov,
 	done = iov_scatter(iov, iovcnt, s->data + (s->len - s->remaining), s->remaining);
 	if (s->stamp_ms)
 		input_window_enter(s->stamp_ms, s->idx);
+	if (done)
+		tap_heard(t, s);
 	s->remaining -= done;
 	__atomic_sub_fetch(&r->held, done, __ATOMIC_RELEASE);
 	if (!s->remaining)
@@ -391,6 +402,9 @@ int replay_absorb(struct replay *r, struct replay_tap *t, const struct iovec *io
 {
 	struct rconn *c;
 
+	/* Whatever it writes answers what it read (replay_mid_requests). */
+	if (__atomic_load_n(&t->unanswered, __ATOMIC_RELAXED))
+		__atomic_store_n(&t->unanswered, 0, __ATOMIC_RELEASE);
 	if (!r->n->cfg.replay_in_place)
 		return 0;
 	pthread_mutex_lock(&r->out_lock);

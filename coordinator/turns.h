@@ -17,7 +17,8 @@
  *                replay_gate_wait, and EAGAIN if it says 0 too) and
  *                replay_tap_read after it with what it got (bytes, or 0
  *                for end of stream), before the next gate of that tap.
- *   a write      replay_absorb: in place, the output goes to the check.
+ *   a write      replay_absorb: in place, the output goes to the check;
+ *                either way it answers what the server read of it.
  *   epoll_ctl()  once per set, replay_waker_open and the waker's eventfd
  *                (replay_waker_fd) into the set; then replay_tap_watch
  *                with the set's waker (the shim's read-ahead lock held).
@@ -103,8 +104,9 @@ void replay_tap_watch(struct replay *r, struct replay_tap *t, int on, int waker)
  * returns 1 with *RET set; 0 when the read takes the socket path. */
 int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt,
 		ssize_t *ret);
-/* The server writes IOV on replay connection T: fed to the output check
- * (unless CHECK is 0: a greeting the checker skips) here rather than
+/* The server writes IOV on replay connection T (any write, before it
+ * reaches the socket: it answers the input read so far): fed to the output
+ * check (unless CHECK is 0: a greeting the checker skips) here rather than
  * through the socket.  1 if taken (the write succeeded whole), 0 for the
  * socket path (the connection is gone). */
 int replay_absorb(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt,

@@ -107,7 +107,7 @@ int wal_open(struct wal *w, const struct apus_config *cfg, int node, const char 
 			pr_perror("cannot remove the stale %s", path);
 		return 0;
 	}
-	w->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	w->fd = sys.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (w->fd < 0) {
 		err = -errno;
 		pr_perror("cannot open %s", path);

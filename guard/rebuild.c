@@ -26,6 +26,9 @@
 /* snapshot_connections = none: how long a hold looks for an entry where no
  * client is connected. */
 #define CONNS_WAIT_MS 30000
+/* ... and one where its server answered every read it made (snapshot.c's
+ * MID_REQUEST_GIVE_UP_NS). */
+#define MID_WAIT_MS 5000
 
 /* A live backup synced to its leader and not left behind. */
 int rebuild_source_ok(const struct apus_config *cfg, int k, uint64_t *applied)
@@ -211,7 +214,7 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 	}
 	w = &region_mail(h->ctl)->ckpt;
 	for (uint64_t t0 = cli_mono_ms();;) {
-		uint64_t open;
+		uint64_t open, mid;
 
 		h->req = ckpt_hold(h->ctl, node, err, errlen);
 		if (!h->req) {
@@ -220,13 +223,19 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 			return -1;
 		}
 		open = load64(&w->open_conns);
-		if (cfg->snapshot_connections != SNAPSHOT_CONNECTIONS_NONE || !open)
+		mid = load64(&w->mid_requests);
+		/* A request the server read only the first part of is no part
+		 * of a snapshot either (its rest would be replayed alone): an
+		 * entry where every read was answered, for MID_WAIT_MS at most
+		 * (a client may keep it reading without answers). */
+		if ((cfg->snapshot_connections != SNAPSHOT_CONNECTIONS_NONE || !open) &&
+		    (!mid || cli_mono_ms() - t0 > MID_WAIT_MS))
 			break;
 		/* A session is no part of a snapshot: a point where a client is
 		 * connected would lose it (the node's own snapshots wait for such
 		 * an entry too: coordinator/snapshot.c).  Another entry, soon. */
 		store64(&region_mail(h->ctl)->ckpt.release, h->req);
-		if (cli_mono_ms() - t0 > CONNS_WAIT_MS) {
+		if (open && cli_mono_ms() - t0 > CONNS_WAIT_MS) {
 			snprintf(err, errlen, "node %d had %llu client connection%s open at every entry "
 					      "for %d s: a snapshot there would lose %s (snapshot_connections = "
 					      "none); try again when clients disconnect", node,

@@ -92,6 +92,7 @@ static int admit(int fd)
 		s->closed_logged = 0;
 		s->out = (struct out_hash){ 0, 0 };
 		s->heard = 0;
+		point_watch_reset(s);
 		readahead_reset(s);
 		s->kind = FD_CLIENT;
 		return 0;

@@ -12,6 +12,7 @@
 
 enum fd_kind {
 	FD_UNKNOWN = 0,
+	FD_RANDOM_DEVICE,	/* /dev/urandom or /dev/random, opened to read (random.c) */
 	FD_OTHER_LISTENER,	/* a listening socket that is not the application port */
 	FD_APP_LISTENER,	/* the application's listening port */
 	FD_CLIENT,		/* leader: a client connection being replicated */
@@ -27,6 +28,11 @@ struct fd_slot {
 	struct replay_tap *tap;	/* FD_REPLAY */
 	struct out_hash out;	/* FD_CLIENT: what the server wrote to it so far */
 	int heard;		/* FD_CLIENT and FD_REPLAY: the server read input from it */
+	/* FD_CLIENT (point_watch.c): the server read input from it and wrote
+	 * nothing since, and that input's stamp; at a leader's snapshot fork
+	 * it was (watch), and then read more before writing (cut). */
+	uint32_t unanswered, point_watch, point_cut;
+	uint64_t heard_stamp_ms;
 	uint64_t room_wait_ns;	/* FD_CLIENT on a leader: its input waits for room since (0: not) */
 	/* FD_CLIENT and FD_REPLAY: */
 	int ep_set;		/* the epoll set watching it for input, plus 1 (0: none) */

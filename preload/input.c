@@ -34,6 +34,7 @@ static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcn
 		return -1;
 	}
 	input_window_enter(node_proposed_stamp(), node_proposed_idx());
+	point_watch_heard(s, node_proposed_stamp());
 	return n;
 }
 
@@ -175,8 +176,11 @@ APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 	ssize_t n;
 
 	real_resolve();
-	if (!(s = shim_tracked(fd)))
+	if (!(s = shim_tracked(fd))) {
+		if ((s = shim_random_device(fd)))
+			return random_device_read(fd, s, buf, len);
 		return real.read(fd, buf, len);
+	}
 	request_order_before_read(fd, s, 0);
 	n = read_tracked(fd, s, buf, len);
 	request_order_after_read(s, n);

@@ -1,17 +1,24 @@
 /* The server's random numbers (coordinator/input_random.h): inside the
  * window of a logged input, rand(), random(), getrandom(), getentropy()
- * and reads of /dev/urandom and /dev/random opened with fopen() give the
- * entry's numbers, on every replica; outside, the devices and getrandom()
- * give the boot stream and rand()/random() are libc's.  With randomness =
- * machine, in a forked child, or before the node runs, all are libc's.
+ * drand48(), lrand48(), mrand48(), the arc4random family, and reads of
+ * /dev/urandom and /dev/random (opened with fopen(), or with open() and
+ * read with read()) give the entry's numbers, on every replica; outside,
+ * the devices, getrandom() and arc4random give the boot stream and the
+ * rest are libc's.  With randomness = machine, in a forked child, or
+ * before the node runs, all are libc's.
  *
- * Not covered (doc/limits.md): open()+read() of the devices, the *rand48
- * and arc4random families, rand_r (its state is the caller's), RDRAND. */
+ * Not covered (doc/limits.md): a device fd read with readv() or pread(),
+ * or duplicated (dup()) and read through the copy; erand48(), nrand48(),
+ * jrand48() and rand_r() (their state is the caller's), RDRAND. */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "../coordinator/input_clock.h"
 #include "../coordinator/input_random.h"
@@ -44,6 +51,69 @@ APUS_EXPORT long random(void)
 		return (long)(input_random_next() >> 33);
 	real_resolve();
 	return real.random();
+}
+
+/* The rand48 family's outputs: [0, 1) with 48 bits, [0, 2^31), and
+ * [-2^31, 2^31). */
+APUS_EXPORT double drand48(void)
+{
+	if (in_window())
+		return (double)(input_random_next() >> 16) * 0x1p-48;
+	real_resolve();
+	return real.drand48();
+}
+
+APUS_EXPORT long lrand48(void)
+{
+	if (in_window())
+		return (long)(input_random_next() >> 33);
+	real_resolve();
+	return real.lrand48();
+}
+
+APUS_EXPORT long mrand48(void)
+{
+	if (in_window())
+		return (long)(int32_t)(uint32_t)(input_random_next() >> 32);
+	real_resolve();
+	return real.mrand48();
+}
+
+/* arc4random: a generator seeded by the kernel, so like getrandom(). */
+APUS_EXPORT uint32_t arc4random(void)
+{
+	if (from_log())
+		return (uint32_t)(input_random_next() >> 32);
+	real_resolve();
+	return real.arc4random();
+}
+
+APUS_EXPORT void arc4random_buf(void *buf, size_t len)
+{
+	if (from_log()) {
+		input_random_fill(buf, len);
+		return;
+	}
+	real_resolve();
+	real.arc4random_buf(buf, len);
+}
+
+APUS_EXPORT uint32_t arc4random_uniform(uint32_t upper)
+{
+	uint32_t r, floor;
+
+	if (!from_log()) {
+		real_resolve();
+		return real.arc4random_uniform(upper);
+	}
+	if (upper < 2)
+		return 0;
+	/* Uniform: draws below 2^32 mod UPPER would favour the low values. */
+	floor = -upper % upper;
+	do
+		r = (uint32_t)(input_random_next() >> 32);
+	while (r < floor);
+	return r % upper;
 }
 
 APUS_EXPORT ssize_t getrandom(void *buf, size_t len, unsigned int flags)
@@ -114,4 +184,102 @@ APUS_EXPORT FILE *fopen64(const char *path, const char *mode)
 
 	real_resolve();
 	return f ? f : real.fopen64(path, mode);
+}
+
+/* --- open() and read() of the devices --- */
+
+static int is_device_path(const char *path)
+{
+	return path && (!strcmp(path, "/dev/urandom") || !strcmp(path, "/dev/random"));
+}
+
+/* After an open() of PATH with FLAGS returned FD: a device opened to read
+ * is marked for read(); any other file clears a mark its fd number kept
+ * (a device fd closed by other means than close()). */
+static int opened(int fd, const char *path, int flags)
+{
+	struct fd_slot *s;
+
+	if (fd < 0 || !shim_enter())
+		return fd;
+	if (is_device_path(path) && (flags & O_ACCMODE) == O_RDONLY) {
+		if ((s = fd_slot_get(fd)))
+			s->kind = FD_RANDOM_DEVICE;
+	} else if ((s = fd_lookup(fd)) && s->kind == FD_RANDOM_DEVICE) {
+		s->kind = FD_UNKNOWN;
+	}
+	return fd;
+}
+
+/* The mode argument open() takes with O_CREAT or O_TMPFILE. */
+#define OPEN_MODE(flags, last)                                                    \
+	mode_t mode = 0;                                                          \
+	if ((flags) & O_CREAT || ((flags) & O_TMPFILE) == O_TMPFILE) {           \
+		va_list ap;                                                       \
+		va_start(ap, last);                                               \
+		mode = va_arg(ap, mode_t);                                        \
+		va_end(ap);                                                       \
+	}
+
+APUS_EXPORT int open(const char *path, int flags, ...)
+{
+	OPEN_MODE(flags, flags);
+	real_resolve();
+	return opened(real.open(path, flags, mode), path, flags);
+}
+
+APUS_EXPORT int open64(const char *path, int flags, ...)
+{
+	OPEN_MODE(flags, flags);
+	real_resolve();
+	return opened(real.open64(path, flags, mode), path, flags);
+}
+
+APUS_EXPORT int openat(int dirfd, const char *path, int flags, ...)
+{
+	OPEN_MODE(flags, flags);
+	real_resolve();
+	return opened(real.openat(dirfd, path, flags, mode), path, flags);
+}
+
+APUS_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
+{
+	OPEN_MODE(flags, flags);
+	real_resolve();
+	return opened(real.openat64(dirfd, path, flags, mode), path, flags);
+}
+
+APUS_EXPORT int __open_2(const char *path, int flags)
+{
+	real_resolve();
+	return opened(real.__open_2(path, flags), path, flags);
+}
+
+APUS_EXPORT int __open64_2(const char *path, int flags)
+{
+	real_resolve();
+	return opened(real.__open64_2(path, flags), path, flags);
+}
+
+/* Linux's fixed numbers: /dev/random is 1:8, /dev/urandom 1:9. */
+static int is_device_fd(int fd)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
+	       (minor(st.st_rdev) == 8 || minor(st.st_rdev) == 9);
+}
+
+ssize_t random_device_read(int fd, struct fd_slot *s, void *buf, size_t len)
+{
+	/* The mark is checked against the fd (it may have been closed by
+	 * other means and its number reused): a stat per read of a device. */
+	if (!is_device_fd(fd)) {
+		s->kind = FD_UNKNOWN;
+		return real.read(fd, buf, len);
+	}
+	if (!from_log())
+		return real.read(fd, buf, len);
+	input_random_fill(buf, len);
+	return (ssize_t)len;
 }

@@ -131,6 +131,8 @@ int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcn
 		*ret = (ssize_t)iov_scatter(iov, iovcnt, s->ra_buf + s->ra_off, s->ra_len - s->ra_off);
 		if (!peek) {
 			input_window_enter(s->ra_stamp, s->ra_idx);
+			if (*ret > 0)
+				point_watch_heard(s, s->ra_stamp);
 			s->ra_off += (uint32_t)*ret;
 			if (s->ra_off == s->ra_len)
 				drop_bytes(fd, s);

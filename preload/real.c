@@ -37,8 +37,20 @@ static void resolve(void)
 	RESOLVE(getentropy);
 	RESOLVE(rand);
 	RESOLVE(random);
+	RESOLVE(drand48);
+	RESOLVE(lrand48);
+	RESOLVE(mrand48);
+	RESOLVE(arc4random);
+	RESOLVE(arc4random_buf);
+	RESOLVE(arc4random_uniform);
 	RESOLVE(fopen);
 	RESOLVE(fopen64);
+	RESOLVE(open);
+	RESOLVE(open64);
+	RESOLVE(openat);
+	RESOLVE(openat64);
+	RESOLVE(__open_2);
+	RESOLVE(__open64_2);
 	RESOLVE(wait4);
 	__atomic_store_n(&real_resolved, 1, __ATOMIC_RELEASE);
 }

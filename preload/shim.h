@@ -47,6 +47,14 @@ static inline struct fd_slot *shim_tracked(int fd)
 	return s && s->kind >= FD_CLIENT ? s : 0;
 }
 
+/* The slot of FD when it is a random device random.c marked, else NULL. */
+static inline struct fd_slot *shim_random_device(int fd)
+{
+	struct fd_slot *s = shim_enter() ? fd_lookup(fd) : 0;
+
+	return s && s->kind == FD_RANDOM_DEVICE ? s : 0;
+}
+
 /* Whether a read of FD with FLAGS would block: a blocking socket and no
  * MSG_DONTWAIT (one fcntl: callers ask only off the fast path). */
 static inline int shim_read_blocks(int fd, int flags)
@@ -72,6 +80,20 @@ int epoll_wants_input(int epfd, const struct fd_slot *s, int kind);
 /* Drops from EV[first..n) the events already among EV[0..first), merging
  * their masks there.  Returns the new count. */
 int epoll_merge_events(struct epoll_event *ev, int first, int n);
+
+/* A read() of a random device S marks (random.c): the log's numbers in
+ * an input's window. */
+ssize_t random_device_read(int fd, struct fd_slot *s, void *buf, size_t len);
+
+/* Leader (point_watch.c): the server read input of client S, stamped
+ * STAMP_MS, or wrote to it; S is a new connection; the server forks for
+ * a recovery point; how many clients' requests that point cut in two
+ * (FIRST: one of them), for node_set_point_cut. */
+void point_watch_heard(struct fd_slot *s, uint64_t stamp_ms);
+void point_watch_wrote(struct fd_slot *s);
+void point_watch_reset(struct fd_slot *s);
+void point_watch_fork(void);
+int point_watch_cut(struct viewstamp *first);
 
 /* Leader (readahead.c): whether it reads ahead now; its epoll_wait();
  * whether bytes read ahead wait for the server (node.input_pending). */

@@ -378,3 +378,37 @@ function teardown() {
 	OWN_CONF=
 	return 0
 }
+
+# draws NODE - the values NODE's urandom_server drew, one per line.
+function draws() { cat "$(data_dir "$1")/draws.log" 2>/dev/null; }
+
+# A server that reads /dev/urandom with open() and read() (slapd's
+# entryUUIDs do) rather than getrandom() or fopen(), or draws from
+# lrand48() seeded at start or arc4random(): what it draws in a request's
+# window is the leader's numbers there, on every replica.
+@test "a server reading /dev/urandom with open() and read(), lrand48() and arc4random(): every replica draws the leader's numbers" {
+	local n lead
+	OWN_CONF=$(APUS_TEST_SNAPSHOTS=off make_conf "$(test_dir own19680)" 19680)
+	sed -i -e "/^seed_function/d" -e "/^thread_order/d" \
+		-e "s|^app_cmd .*|app_cmd = /usr/bin/python3 $APUS_ROOT/tests/tools/urandom_server.py {address} {port}\\nthread_order = requests|" \
+		"$OWN_CONF"
+	CONF=$OWN_CONF
+	start_cluster "$CONF" || fail "the cluster did not start"
+	lead=$(leader_id)
+	for ((n = 0; n < 10; n++)); do echo urandom; echo lrand48; echo arc4random; done |
+		timeout 30 python3 -c '
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+f = s.makefile("rwb")
+for line in sys.stdin:
+    f.write(line.encode()); f.flush()
+    print(f.readline().decode().strip())' "$(node_host "$lead")" "$(app_port "$lead")" >"$BATS_TEST_TMPDIR/replies"
+	assert_eq "$(grep -c '^[0-9a-f]\{32\}$' "$BATS_TEST_TMPDIR/replies")" 10 "/dev/urandom draws the client got"
+	assert_eq "$(sort -u "$BATS_TEST_TMPDIR/replies" | wc -l)" 30 "distinct draws the client got"
+	for n in $(conf_nodes "$CONF"); do
+		retry 100 0.1 eval '[ "$(draws "$n" | wc -l)" = 30 ]' || fail "node $n drew $(draws "$n" | wc -l) times"
+		assert_eq "$(draws "$n")" "$(cat "$BATS_TEST_TMPDIR/replies")" "node $n's draws"
+	done
+	stop_cluster "$CONF"
+	OWN_CONF=
+}

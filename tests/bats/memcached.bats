@@ -582,3 +582,55 @@ function mc_orphans() {
 	[ -z "$left" ] || fail "apus start left node $b's old snapshot_load_cmd running (pids $left)"
 	retry 20 1 mc_audit_all "$log" w || fail "node $b after its restart: $(mc_audit_all "$log" w)"
 }
+
+# A recovery point is the server's data, not its read buffers: a point
+# taken where the server had read only the first part of a request would
+# hold neither that part nor the request, and a node restarting from it
+# replays the rest alone (doc/limits.md).  A backup's point waits for an
+# entry where its server answered every read (snapshot.c, hold_answered).
+@test "a recovery point never cuts a request read in part: a backup restarted from its point holds a set sent in two parts" {
+	OWN_CONF=$(mc_conf "$(test_dir own20600)" 20600)
+	CONF=$OWN_CONF
+	MC_PORTBASE=20600
+	mc_kill_leftovers "$CONF"
+	start_cluster "$CONF"
+	local log="$BATS_TEST_TMPDIR/w.log" go="$BATS_TEST_TMPDIR/go" out="$BATS_TEST_TMPDIR/out" b dir lead host port err before
+	mc_write "$log" w 100
+	b=$(all_backups | head -n 1)
+	dir=$(data_dir "$b")
+	# A point of b's before the request: what it restarts from otherwise.
+	touch "$dir/apus.snapshot.request"
+	retry 100 0.1 test -f "$dir/apus.seed" || fail "node $b took no snapshot"
+	lead=$(leader_id)
+	host=$(node_host "$lead")
+	port=$(app_port "$lead")
+	# The first part of a set, then the rest once told to.
+	timeout 60 python3 -c '
+import os, socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+s.sendall(b"set cut 0 0 10\r\n12345")
+open(sys.argv[4], "w").write("half\n")
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.05)
+s.sendall(b"67890\r\n")
+open(sys.argv[4], "w").write(s.recv(100).decode())' "$host" "$port" "$go" "$out" 3>&- &
+	retry 100 0.1 grep -q half "$out" || fail "the client did not send its first part"
+	retry 100 0.1 eval '[ "$(status_node "$(status_json)" "$b" applied)" -ge "$(status_node "$(status_json)" "$lead" commit)" ]' ||
+		fail "node $b did not execute the first part: $(status_json)"
+	# b is asked for a point while its server holds the first part.
+	before=$(status_node "$(status_json)" "$b" recovery_point_index)
+	touch "$dir/apus.snapshot.request"
+	retry 100 0.1 eval 'err=$(status_node "$(status_json)" "$b" recovery_point_error); [[ "$err" == *unanswered* ]]' ||
+		fail "node $b's point was not refused: $(status_json)"
+	assert_eq "$(status_node "$(status_json)" "$b" recovery_point_index)" "$before" "node $b's recovery point"
+	run timeout 60 "$APUS" stop --config "$CONF" --node "$b" 3>&-
+	assert_eq "$status" 0 "apus stop --node $b: $output"
+	touch "$go"
+	retry 100 0.1 grep -q STORED "$out" || fail "the set was not stored: $(cat "$out")"
+	wait
+	run timeout 120 "$APUS" start --config "$CONF" --node "$b" 3>&-
+	assert_eq "$status" 0 "apus start --node $b: $output"
+	retry 100 0.1 eval '[ "$(mc_get "$b" cut)" = 1234567890 ]' ||
+		fail "node $b after its restart holds cut = $(mc_get "$b" cut); $(show_logs "$CONF" 10)"
+	retry 20 1 mc_audit_all "$log" w || fail "after the restart: $(mc_audit_all "$log" w)"
+}

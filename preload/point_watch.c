@@ -1,0 +1,103 @@
+/* A leader's recovery point and the requests its server had read only in
+ * part.  A fork-based snapshot (Redis's BGSAVE) holds the server's data,
+ * not its read buffers: a client whose request the server had read the
+ * first part of when it forked would, on a node restarting from that
+ * point, have the rest replayed alone and the request lost.
+ *
+ * At the fork a client is unanswered when the server read input from it
+ * and wrote nothing to it since: a whole request whose reply is still to
+ * be written (Redis writes replies before it waits for events again), or
+ * the first part of one.  What the server does next on it tells which:
+ * it answers (whole), or it reads more first (cut: the point is refused).
+ * Only clients read within MID_REQUEST_WINDOW_MS before the fork are
+ * watched: one read earlier is taken for a request that blocks (BLPOP),
+ * not for a part.  A watched client the server has done neither with by
+ * the time the snapshot is written counts as cut too (a slow client's
+ * request; a blocking one waits out the window in refusals 100 ms apart).
+ * The backups' side is replay_mid_requests() (coordinator/replay.h). */
+#include "../coordinator/clock.h"
+#include "../coordinator/node.h"
+#include "shim.h"
+
+#define MID_REQUEST_WINDOW_MS 1000
+
+void point_watch_heard(struct fd_slot *s, uint64_t stamp_ms)
+{
+	if (__atomic_load_n(&s->point_watch, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&s->point_cut, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->point_watch, 0, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&s->heard_stamp_ms, stamp_ms, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->unanswered, 1, __ATOMIC_RELAXED);
+}
+
+void point_watch_wrote(struct fd_slot *s)
+{
+	if (__atomic_load_n(&s->unanswered, __ATOMIC_RELAXED))
+		__atomic_store_n(&s->unanswered, 0, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&s->point_watch, __ATOMIC_RELAXED))
+		__atomic_store_n(&s->point_watch, 0, __ATOMIC_RELAXED);
+}
+
+void point_watch_reset(struct fd_slot *s)
+{
+	s->unanswered = 0;
+	s->point_watch = 0;
+	s->point_cut = 0;
+}
+
+/* Every client slot: F(S).  (Slots are never freed: see fdtable.h.) */
+static void each_client(void (*f)(struct fd_slot *s, void *arg), void *arg)
+{
+	for (int d = 0; d < FD_MAX / FD_CHUNK; d++) {
+		struct fd_slot *chunk = __atomic_load_n(&fd_dir[d], __ATOMIC_ACQUIRE);
+
+		for (int i = 0; chunk && i < FD_CHUNK; i++)
+			if (__atomic_load_n(&chunk[i].kind, __ATOMIC_RELAXED) == FD_CLIENT)
+				f(&chunk[i], arg);
+	}
+}
+
+static void watch(struct fd_slot *s, void *arg)
+{
+	uint64_t now_ms = *(const uint64_t *)arg;
+	uint32_t w = __atomic_load_n(&s->unanswered, __ATOMIC_RELAXED) &&
+		     now_ms <= __atomic_load_n(&s->heard_stamp_ms, __ATOMIC_RELAXED) +
+				   MID_REQUEST_WINDOW_MS;
+
+	__atomic_store_n(&s->point_cut, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->point_watch, w, __ATOMIC_RELAXED);
+}
+
+void point_watch_fork(void)
+{
+	uint64_t now_ms = realtime_ms();
+
+	each_client(watch, &now_ms);
+}
+
+struct cut_count {
+	int n;
+	struct viewstamp first;
+};
+
+static void count_cut(struct fd_slot *s, void *arg)
+{
+	struct cut_count *c = arg;
+
+	if (!__atomic_load_n(&s->point_cut, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&s->point_watch, __ATOMIC_RELAXED))
+		return;
+	if (!c->n++)
+		c->first = s->conn;
+}
+
+int point_watch_cut(struct viewstamp *first)
+{
+	struct cut_count c = { 0, { 0, 0 } };
+
+	each_client(count_cut, &c);
+	if (c.n && first)
+		*first = c.first;
+	return c.n;
+}

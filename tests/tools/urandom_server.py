@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""A line server for tests that draws random numbers the ways C servers do
+besides getrandom(): /dev/urandom read with open() and read() (slapd's
+lutil_entropy), lrand48() seeded with its pid and the time at start, and
+arc4random(); a thread per connection.
+
+usage: urandom_server.py ADDRESS PORT
+
+It answers each line "urandom" (16 bytes of the device, in hex),
+"lrand48" or "arc4random" (the number) with its draw, which it also
+appends to draws.log in the working directory (the replica's state, for
+the test to compare).  Other lines are answered "?"."""
+import ctypes
+import os
+import socketserver
+import sys
+import time
+
+libc = ctypes.CDLL(None)	# the process's symbols: libapus.so's first
+libc.lrand48.restype = ctypes.c_long
+libc.arc4random.restype = ctypes.c_uint32
+
+
+def urandom():
+    fd = os.open("/dev/urandom", os.O_RDONLY)
+    try:
+        return os.read(fd, 16).hex()
+    finally:
+        os.close(fd)
+
+
+DRAWS = {
+    b"urandom": urandom,
+    b"lrand48": lambda: str(libc.lrand48()),
+    b"arc4random": lambda: str(libc.arc4random()),
+}
+
+
+class Handler(socketserver.StreamRequestHandler):
+    def handle(self):
+        for line in self.rfile:
+            draw = DRAWS.get(line.strip())
+            if not draw:
+                self.wfile.write(b"?\n")
+                continue
+            value = draw()
+            with open("draws.log", "a") as log:
+                log.write(value + "\n")
+            self.wfile.write(value.encode() + b"\n")
+
+
+class Server(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+
+if __name__ == "__main__":
+    libc.srand48(ctypes.c_long(os.getpid() ^ time.time_ns()))
+    Server((sys.argv[1], int(sys.argv[2])), Handler).serve_forever()
