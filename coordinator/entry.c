@@ -74,7 +74,7 @@ size_t entry_write(void *at, const struct entry_meta *m, const struct iovec *iov
 	e->data_sz = len;
 	e->type = m->type;
 	e->node = m->node;
-	e->flags = 0;
+	e->flags = m->flags;
 	e->stamp_ms = m->stamp_ms;
 	if (len)
 		iov_gather(e + 1, iov, iovcnt, skip, len);

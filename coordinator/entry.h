@@ -43,12 +43,19 @@ struct entry_hdr {
 	uint32_t data_sz;
 	uint16_t type;
 	uint8_t node;
-	uint8_t flags;
+	uint8_t flags;		/* ENTRY_F_* */
 	uint32_t crc;		/* CRC-32C of idx..stamp_ms (crc = 0) and the data */
 	/* The input clock when the leader logged it: the low 32 bits of a
 	 * CLOCK_REALTIME in ms (input_clock.h); 0 from an apus without it. */
 	uint32_t stamp_ms;
 };
+
+/* RECV, CLOSE: when the leader's server got these bytes (or the end of
+ * stream) it had written to the connection since it last read from it (it
+ * had answered).  A backup's server gets them only once it has too:
+ * requests reach every replica's server no earlier, relative to its
+ * answers, than the leader's (turns.h).  The first entry of a read only. */
+#define ENTRY_F_ANSWERED 0x01
 
 #define ENTRY_ALIGN 64
 #define ENTRY_REPLICATED_OFF offsetof(struct entry_hdr, idx)
@@ -79,6 +86,7 @@ struct entry_meta {
 	struct viewstamp conn;
 	uint16_t type;
 	uint8_t node;
+	uint8_t flags;
 	uint32_t stamp_ms;
 };
 

@@ -221,7 +221,7 @@ static pid_t announce(struct node *n, struct child *k, int *status, struct rusag
 	struct iovec iov = { &at, sizeof(at) };
 
 	pthread_mutex_unlock(&lock);
-	if (node_propose(n, ENTRY_CHILD, (struct viewstamp){ 0, 0 }, &iov, 1, sizeof(at), NULL))
+	if (node_propose(n, ENTRY_CHILD, 0, (struct viewstamp){ 0, 0 }, &iov, 1, sizeof(at), NULL))
 		pr_warn("the end of child %d (forked at entry %llu) could not be logged: "
 			"its time on the backups may differ", (int)pid, (unsigned long long)at);
 	else

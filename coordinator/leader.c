@@ -340,7 +340,14 @@ static void space_idle(struct node *n)
 	ring_all(n);
 }
 
-int node_input_room(struct node *n, int wait_us)
+/* The log new requests leave free for the rest of those already read in
+ * part (node_input_room). */
+static uint64_t rest_reserve(const struct node *n)
+{
+	return n->log_size / 8;
+}
+
+int node_input_room(struct node *n, int wait_us, int rest)
 {
 	uint64_t deadline = now_ns() + (uint64_t)wait_us * 1000ULL;
 
@@ -348,7 +355,7 @@ int node_input_room(struct node *n, int wait_us)
 		/* Headroom for the small records that cannot wait (an ACCEPT,
 		 * a CLOSE, the checker's hashes) stays free for them. */
 		uint64_t end = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE) +
-			       4ULL * n->cfg.max_entry;
+			       4ULL * n->cfg.max_entry + (rest ? 0 : rest_reserve(n));
 		if (space_free(n, end))
 			return 1;
 		uint64_t now = now_ns();
@@ -481,12 +488,12 @@ static uint32_t next_stamp(struct node *n)
 /* Appends an event (split into entries of at most max_entry bytes) and
  * sends it to the backups; does not wait.  Returns the last entry's index
  * and sets *LAST_POS to its position. */
-static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
+static uint64_t leader_submit(struct node *n, int type, int flags, struct viewstamp conn,
 			      const struct iovec *iov, int iovcnt, size_t len, struct viewstamp *vs,
 			      uint64_t *last_pos, int ring)
 {
 	struct entry_meta m = { .view = n->view, .conn = conn, .type = (uint16_t)type,
-				.node = (uint8_t)n->self };
+				.node = (uint8_t)n->self, .flags = (uint8_t)flags };
 	size_t done = 0;
 
 	pthread_mutex_lock(&n->lock);
@@ -500,6 +507,7 @@ static uint64_t leader_submit(struct node *n, int type, struct viewstamp conn,
 		*last_pos = leader_append(n, &m, iov, iovcnt, done, chunk);
 		if (!done && vs)
 			*vs = (struct viewstamp){ m.view, m.idx };
+		m.flags = 0;	/* the read's first entry carries them */
 		done += chunk;
 	} while (done < len);
 	pthread_mutex_unlock(&n->lock);
@@ -526,15 +534,15 @@ static int commit_wait_timed(struct node *n, struct entry_wait *w, uint64_t t0)
 	return rc;
 }
 
-int node_propose(struct node *n, int type, struct viewstamp conn, const struct iovec *iov,
-		 int iovcnt, size_t len, struct viewstamp *vs)
+int node_propose(struct node *n, int type, int flags, struct viewstamp conn,
+		 const struct iovec *iov, int iovcnt, size_t len, struct viewstamp *vs)
 {
 	uint64_t last_pos, last_idx, t0;
 
 	if (!node_serving(n))
 		return -EPERM;
 	t0 = now_ns();
-	last_idx = leader_submit(n, type, conn, iov, iovcnt, len, vs, &last_pos, 1);
+	last_idx = leader_submit(n, type, flags, conn, iov, iovcnt, len, vs, &last_pos, 1);
 	if (n->cfg.commit_wait == COMMIT_WAIT_REPLY)
 		return 0;	/* node_wait_output() waits before the reply leaves */
 
@@ -551,7 +559,7 @@ int node_propose_batch(struct node *n, struct proposal *p, int count)
 		return -EPERM;
 	t0 = now_ns();
 	for (int i = 0; i < count; i++) {
-		last_idx = leader_submit(n, p[i].type, p[i].conn, p[i].iov, p[i].iovcnt, p[i].len,
+		last_idx = leader_submit(n, p[i].type, p[i].flags, p[i].conn, p[i].iov, p[i].iovcnt, p[i].len,
 					 NULL, &last_pos, i == count - 1);
 		p[i].stamp_ms = proposed_stamp;
 		p[i].idx = proposed_idx;
@@ -574,7 +582,7 @@ int leader_propose_members(struct node *n, const char *text, size_t len, uint64_
 	/* Room for it (and a wrap marker) now: the role thread never waits. */
 	if (!space_free(n, __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE) + 2 * entry_size(len)))
 		return -EAGAIN;
-	*idx = leader_submit(n, ENTRY_MEMBERS, (struct viewstamp){ 0, 0 }, &iov, 1, len, NULL,
+	*idx = leader_submit(n, ENTRY_MEMBERS, 0, (struct viewstamp){ 0, 0 }, &iov, 1, len, NULL,
 			     &last_pos, 1);
 	return 0;
 }
@@ -589,13 +597,13 @@ int node_record(struct node *n, int type, const void *data, size_t len)
 	/* Output marks never wait for room (the server's thread would
 	 * wait, and it may be what makes room: node_input_room): a record
 	 * the log has no room for is left out, the comparison skips it. */
-	if (!node_input_room(n, 0)) {
+	if (!node_input_room(n, 0, 1)) {
 		static int told;
 		if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
 			pr_warn("the log is short of room: output marks are left out meanwhile");
 		return -EAGAIN;
 	}
-	leader_submit(n, type, (struct viewstamp){ 0, 0 }, &iov, 1, len, NULL, &last_pos, 1);
+	leader_submit(n, type, 0, (struct viewstamp){ 0, 0 }, &iov, 1, len, NULL, &last_pos, 1);
 	return 0;
 }
 
@@ -665,7 +673,7 @@ static int leader_open_view(struct node *n)
 	/* A NOOP, and the wrap marker it may need. */
 	if (!space_free(n, n->tail + 2 * entry_size(0)))
 		return 0;
-	leader_submit(n, ENTRY_NOOP, (struct viewstamp){ 0, 0 }, NULL, 0, 0, NULL, &last_pos, 1);
+	leader_submit(n, ENTRY_NOOP, 0, (struct viewstamp){ 0, 0 }, NULL, 0, 0, NULL, &last_pos, 1);
 	return 1;
 }
 
@@ -831,10 +839,11 @@ void leader_run(struct node *n, int takeover)
 		uint64_t tail = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
 		n->status->log_pos = tail;
 		n->status->reclaim_pos = leader_reclaim_pos(n, tail);
-		/* No room for an event (node_input_room's headroom), or for a new
-		 * view's NOOP: writes wait for recovery points to free the log;
-		 * apus status says why. */
-		int full = tail + 4ULL * n->cfg.max_entry - n->status->reclaim_pos > n->log_size;
+		/* No room for a new request (node_input_room's headroom and
+		 * reserve), or for a new view's NOOP: writes wait for recovery
+		 * points to free the log; apus status says why. */
+		int full = tail + 4ULL * n->cfg.max_entry + rest_reserve(n) - n->status->reclaim_pos >
+			   n->log_size;
 		if (!full)
 			store64(&n->status->log_full_ms, 0);
 		else if (!load64(&n->status->log_full_ms))

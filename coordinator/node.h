@@ -42,14 +42,16 @@ int node_stop(struct node *n, int wait_ms);
 /* Leader: replicates one inbound event and returns once a majority holds it.
  * ACCEPT names a new connection (CONN is ignored; the entry's viewstamp is
  * returned in *VS); RECV carries LEN bytes from IOV; CLOSE ends CONN.
- * Returns 0, or -EPERM when this node does not lead (or was deposed while
- * it waited: then nothing may be answered). */
-int node_propose(struct node *n, int type, struct viewstamp conn,
+ * FLAGS: entry.h's ENTRY_F_*.  Returns 0, or -EPERM when this node does
+ * not lead (or was deposed while it waited: then nothing may be
+ * answered). */
+int node_propose(struct node *n, int type, int flags, struct viewstamp conn,
 		 const struct iovec *iov, int iovcnt, size_t len, struct viewstamp *vs);
 
 /* One event of a batch for node_propose_batch. */
 struct proposal {
 	int type;
+	int flags;		/* entry.h's ENTRY_F_* */
 	struct viewstamp conn;
 	const struct iovec *iov;
 	int iovcnt;
@@ -74,8 +76,12 @@ uint64_t node_proposed_idx(void);
  * to WAIT_US for it).  A server thread that finds none should not read
  * (a non-blocking socket's reader gets EAGAIN): what frees the log may be
  * the leader's own snapshot, which the server takes on that very thread
- * (a fork), so a reader blocked on room could wait for ever. */
-int node_input_room(struct node *n, int wait_us);
+ * (a fork), so a reader blocked on room could wait for ever.  The rest of
+ * a request (REST: a client the server read from and has not answered)
+ * may use a reserve that new requests leave free: a recovery point waits
+ * for the requests read in part to end (answers.c, snapshot.c), and those
+ * must not wait for the point. */
+int node_input_room(struct node *n, int wait_us, int rest);
 
 /* Leader: logs LEN bytes of DATA as an entry of TYPE without waiting for
  * it to commit, nor for room (the checker's output checkpoints).  0, -EPERM,
@@ -119,7 +125,7 @@ struct replay *node_replay(struct node *n);
  * (a snapshot of the leader waits until none do). */
 void node_set_input_pending(struct node *n, int (*fn)(void));
 /* ... and to "how many clients' requests did the leader's snapshot fork
- * find read in part?" (preload/point_watch.c; such a point is refused). */
+ * find read in part?" (preload/answers.c; such a point is refused). */
 void node_set_point_cut(struct node *n, int (*fn)(struct viewstamp *first));
 
 /* What the shim saw of its server, for the status page: the server

@@ -143,7 +143,8 @@ static int read_seed(const char *path, struct recovery_point *rp, uint64_t *ino)
 	return seen == 31 ? 0 : -EINVAL;
 }
 
-int recovery_load(const struct apus_config *cfg, int node, struct recovery_point *rp)
+/* recovery_load, or recovery_peek when not COMPLETE. */
+static int load(const struct apus_config *cfg, int node, struct recovery_point *rp, int complete)
 {
 	char snap[PATH_MAX], seed[PATH_MAX], seed_tmp[PATH_MAX + 8];
 	struct stat st;
@@ -165,17 +166,33 @@ int recovery_load(const struct apus_config *cfg, int node, struct recovery_point
 	rc = read_seed(seed, rp, &ino);
 	if (!rc && ino == (uint64_t)st.st_ino && rp->bytes == (uint64_t)st.st_size)
 		return 0;
-	/* A commit that stopped between its two renames. */
+	/* A commit that stopped between its two renames (or, to a reader
+	 * that is not the node, one under way: the node completes it). */
 	memset(rp, 0, sizeof(*rp));
 	if (!read_seed(seed_tmp, rp, &ino) && ino == (uint64_t)st.st_ino &&
-	    rp->bytes == (uint64_t)st.st_size && rename(seed_tmp, seed) == 0) {
-		pr_info("completed the recovery point at entry %llu that a crash interrupted",
-			(unsigned long long)rp->index);
-		return 0;
+	    rp->bytes == (uint64_t)st.st_size) {
+		if (!complete)
+			return 0;
+		if (rename(seed_tmp, seed) == 0) {
+			pr_info("completed the recovery point at entry %llu that a crash interrupted",
+				(unsigned long long)rp->index);
+			return 0;
+		}
 	}
 	memset(rp, 0, sizeof(*rp));
-	pr_err("%s does not match %s (size or inode differ): no recovery point", seed, snap);
+	if (complete)
+		pr_err("%s does not match %s (size or inode differ): no recovery point", seed, snap);
 	return -EINVAL;
+}
+
+int recovery_load(const struct apus_config *cfg, int node, struct recovery_point *rp)
+{
+	return load(cfg, node, rp, 1);
+}
+
+int recovery_peek(const struct apus_config *cfg, int node, struct recovery_point *rp)
+{
+	return load(cfg, node, rp, 0);
 }
 
 int recovery_install(const struct apus_config *cfg, int node, int valid)

@@ -51,6 +51,11 @@ int recovery_commit(const struct apus_config *cfg, int node, const char *src,
  * none; -EINVAL when the seed and the snapshot do not match (or the seed
  * is unreadable). */
 int recovery_load(const struct apus_config *cfg, int node, struct recovery_point *rp);
+/* The same, read only, for a process other than the node's (the CLI, the
+ * guard): a commit found between its renames is taken as done but left
+ * for the node to complete (completing it here raced the node's own
+ * rename, which then failed its snapshot), and a mismatch is not logged. */
+int recovery_peek(const struct apus_config *cfg, int node, struct recovery_point *rp);
 
 /* Before NODE's server starts: puts its recovery point's snapshot in
  * snapshot_file when VALID, else moves any snapshot_file aside

@@ -112,6 +112,7 @@ static void sched_push(struct replay *r, struct replay_tap *t, uint32_t type, ui
 	s->len = len;
 	s->stamp_ms = r->cur_stamp;
 	s->idx = r->cur_idx;
+	s->after_answer = !!(r->cur_flags & ENTRY_F_ANSWERED);
 	s->done = 0;
 	s->asked_ns = s->last_ask_ns = 0;
 	/* Pairs with the acquire loads of tail in replay_gate(). */
@@ -629,6 +630,7 @@ int replay_exec(struct replay *r, const struct entry_hdr *e)
 	if (r->cur_idx != e->idx) {
 		r->cur_idx = e->idx;
 		r->cur_stamp = input_clock_expand(e->stamp_ms);
+		r->cur_flags = e->flags;
 		/* A leader this node becomes stamps on from here. */
 		struct node *n = r->n;
 		if (r->cur_stamp > __atomic_load_n(&n->stamp_ms, __ATOMIC_RELAXED))
@@ -720,6 +722,9 @@ static void warn_stall(struct replay *r, const struct turn *s)
 		(unsigned long long)s->idx, c ? (unsigned long long)c->vs.view : 0ULL,
 		c ? (unsigned long long)c->vs.idx : 0ULL, (long)(s->tap - r->taps), s->tap->srv_fd,
 		(unsigned long long)(STALL_NS / 1000000), why);
+	if (turn_waits_answer(s))
+		pr_warn("(that turn waited for the server to answer the connection's input before, "
+			"as the leader's had when it read it)");
 }
 
 /* Skips turns of connections the server closed, and a turn the server has

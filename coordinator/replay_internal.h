@@ -54,6 +54,9 @@ struct turn {
 	uint64_t len;
 	uint64_t stamp_ms;	/* its entry's input clock (input_clock.h) */
 	uint64_t idx;		/* its entry, the key of the server's random draws */
+	/* ENTRY_F_ANSWERED: not for the server while its tap is unanswered
+	 * (turn_waits_answer). */
+	uint32_t after_answer;
 	/* thread_order = requests: taken whole, but the thread that took it
 	 * has not asked for input since (its request runs); the head stays. */
 	uint32_t done;
@@ -63,6 +66,13 @@ struct turn {
 	 * keeps asking waits for input, it does not execute. */
 	uint64_t asked_ns, last_ask_ns;
 };
+
+/* Turn S is the leader's input after an answer (ENTRY_F_ANSWERED) and
+ * our server has not answered its connection yet: S waits. */
+static inline int turn_waits_answer(const struct turn *s)
+{
+	return s->after_answer && __atomic_load_n(&s->tap->unanswered, __ATOMIC_ACQUIRE);
+}
 
 struct rconn {
 	struct viewstamp vs;
@@ -117,6 +127,7 @@ struct replay {
 	/* The entry in progress. */
 	uint64_t cur_idx;
 	uint64_t cur_stamp;	/* its input clock stamp, expanded (input_clock.h) */
+	uint32_t cur_flags;	/* its ENTRY_F_* */
 	uint64_t started_ns;
 	uint64_t seen_off, progress_ns;	/* CLOSE: our server's output progress */
 	int phase;

@@ -443,7 +443,7 @@ static int wait_committed(struct node *n, uint64_t idx)
 #define SNAP_TRY_SOON (-2)
 #define TRY_SOON_NS (100 * 1000000ULL)
 
-/* The leader's fork cut a client's request (preload/point_watch.c): 1
+/* The leader's fork cut a client's request (preload/answers.c): 1
  * with WHY, unless refusals gave up (mid_request_refused). */
 static int leader_point_cut(struct node *n, char *why, size_t whylen)
 {

@@ -81,7 +81,9 @@ static void request_reads_on(struct replay *r, struct replay_tap *t)
 	}
 	if (h + 1 != __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE)) {
 		next = &r->sched[(h + 1) % SCHED_SIZE];
-		if (next->tap == t && next->gen == t->gen) {
+		/* (Not a request the leader's server read only after it
+		 * answered this one.) */
+		if (next->tap == t && next->gen == t->gen && !next->after_answer) {
 			replay_request_done(r);
 			return;
 		}
@@ -144,7 +146,8 @@ size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want)
 	if (__atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
 		return want;
 	s = sched_head(r, &h);
-	if (!s || s->tap != t || s->gen != t->gen || __atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
+	if (!s || s->tap != t || s->gen != t->gen || __atomic_load_n(&s->done, __ATOMIC_ACQUIRE) ||
+	    turn_waits_answer(s))
 		return 0;
 	if (s->type == ENTRY_CLOSE)
 		return want;
@@ -168,7 +171,7 @@ size_t replay_gate_wait(struct replay *r, struct replay_tap *t, size_t want, int
 			return cap;
 		s = sched_head(r, &h);
 		if (s && s->tap == t && s->gen == t->gen && s->data &&
-		    !__atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
+		    !__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) && !turn_waits_answer(s))
 			return REPLAY_GATE_HELD;
 		/* The server closed it meanwhile, or this node leads now: the
 		 * socket says what there is. */
@@ -249,7 +252,7 @@ int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov,
 	request_reads_on(r, t);
 	s = sched_head(r, &h);
 	if (!s || s->tap != t || s->gen != t->gen || !s->data ||
-	    __atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
+	    __atomic_load_n(&s->done, __ATOMIC_ACQUIRE) || turn_waits_answer(s))
 		return 0;
 	pthread_mutex_lock(&r->take_lock);
 	/* The backup thread may have skipped it meanwhile. */
@@ -281,6 +284,7 @@ int replay_ready_fds(struct replay *r, int waker, int *fds, int cap)
 	for (; h != t && n < cap; h++) {
 		const struct turn *s = &r->sched[h % SCHED_SIZE];
 		if (!s->data || s->gen != s->tap->gen || __atomic_load_n(&s->done, __ATOMIC_ACQUIRE) ||
+		    turn_waits_answer(s) ||
 		    __atomic_load_n(&s->tap->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED ||
 		    __atomic_load_n(&s->tap->waker, __ATOMIC_ACQUIRE) != (uint32_t)waker)
 			break;
@@ -402,9 +406,17 @@ int replay_absorb(struct replay *r, struct replay_tap *t, const struct iovec *io
 {
 	struct rconn *c;
 
-	/* Whatever it writes answers what it read (replay_mid_requests). */
-	if (__atomic_load_n(&t->unanswered, __ATOMIC_RELAXED))
+	/* Whatever it writes answers what it read (replay_mid_requests), and
+	 * may let the head turn go (turn_waits_answer): its reader sleeps. */
+	if (__atomic_load_n(&t->unanswered, __ATOMIC_RELAXED)) {
+		uint64_t h;
+		const struct turn *s;
+
 		__atomic_store_n(&t->unanswered, 0, __ATOMIC_RELEASE);
+		s = sched_head(r, &h);
+		if (s && s->tap == t && s->after_answer)
+			replay_kick_head(r);
+	}
 	if (!r->n->cfg.replay_in_place)
 		return 0;
 	pthread_mutex_lock(&r->out_lock);

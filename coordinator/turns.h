@@ -31,7 +31,13 @@
  * only when that connection's turn is at the head of the schedule, and no
  * more than the turn holds; its end of stream is a turn of its own; so the
  * server consumes the entries exactly in log order, per connection and
- * across connections, without a handshake per entry.  A turn advances the
+ * across connections, without a handshake per entry.  A turn the leader's
+ * server read only after it had answered the connection's input before
+ * (ENTRY_F_ANSWERED) waits, at the head, until ours has written to the
+ * connection since it last read from it (turn_waits_answer): a server
+ * that reads a connection's next request while another thread still runs
+ * its last one gets it no earlier than the leader's did.  What the reply
+ * needs was read before it on the leader, so it is ahead in the log.  A turn advances the
  * head when it is taken whole (from whichever thread took it; the head
  * moves by CAS), and wakes the role thread when it waits for the server.
  * The role thread skips turns of taps the server closed, and a turn left

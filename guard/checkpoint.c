@@ -512,7 +512,7 @@ int ckpt_restore(const struct apus_config *cfg, int node, const char *id, struct
 	 * below the snapshot would bring back an older state (and one whose
 	 * entries the log may no longer hold). */
 	struct recovery_point snap;
-	uint64_t floor = !id && !recovery_load(cfg, node, &snap) ? snap.index : 0;
+	uint64_t floor = !id && !recovery_peek(cfg, node, &snap) ? snap.index : 0;
 	for (int i = 0; i < n; i++) {
 		if (id && strcmp(list[i].id, id))
 			continue;

@@ -349,7 +349,7 @@ static int stored_snapshot(const struct apus_config *cfg, int node, struct rebui
 		const struct node_status *s = region_status(ctl);
 		leads = s->pid == (uint64_t)pid && s->role == ROLE_LEADER && s->recoverable;
 		region_unmap_ctl(ctl);
-		if (!leads || recovery_load(cfg, k, &rp) || copy_snapshot(cfg, k, SNAPSHOT_FILE, node) ||
+		if (!leads || recovery_peek(cfg, k, &rp) || copy_snapshot(cfg, k, SNAPSHOT_FILE, node) ||
 		    config_node_path(cfg, node, cfg->snapshot_file, dst, sizeof(dst)))
 			continue;
 		if (members_copy(cfg, k, node))

@@ -44,7 +44,7 @@ void recovery_view_read(const struct apus_config *cfg, int node, const struct re
 	struct stat st;
 
 	memset(v, 0, sizeof(*v));
-	if (!recovery_load(cfg, node, &rp) && rp.index &&
+	if (!recovery_peek(cfg, node, &rp) && rp.index &&
 	    !config_node_path(cfg, node, SEED_FILE, seed, sizeof(seed)) && !stat(seed, &st)) {
 		v->kind = "snapshot";
 		v->index = rp.index;

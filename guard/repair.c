@@ -101,7 +101,7 @@ static int leader_point_past(const struct apus_config *cfg, int leader, uint64_t
 	if (fd >= 0)
 		close(fd);
 	for (int waited = 0; waited < LEADER_POINT_WAIT_MS; waited += 100) {
-		if (!recovery_load(cfg, leader, &rp) && rp.index >= index) {
+		if (!recovery_peek(cfg, leader, &rp) && rp.index >= index) {
 			*got = rp.index;
 			return 1;
 		}

@@ -155,7 +155,7 @@ static uint64_t snapshot_index(const struct apus_config *cfg, int i, const struc
 
 	if (r->up)
 		return r->s.snap_idx;
-	return recovery_load(cfg, i, &rp) ? 0 : rp.index;
+	return recovery_peek(cfg, i, &rp) ? 0 : rp.index;
 }
 
 /* The node's recovery point and what went wrong making one, as JSON

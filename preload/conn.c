@@ -84,7 +84,7 @@ static int admit(int fd)
 	if (!tap && node_serving(n)) {
 		struct viewstamp vs;
 
-		if (node_propose(n, ENTRY_ACCEPT, (struct viewstamp){ 0, 0 }, NULL, 0, 0, &vs)) {
+		if (node_propose(n, ENTRY_ACCEPT, 0, (struct viewstamp){ 0, 0 }, NULL, 0, 0, &vs)) {
 			refuse(fd, "this node was deposed");
 			return -1;
 		}
@@ -92,7 +92,7 @@ static int admit(int fd)
 		s->closed_logged = 0;
 		s->out = (struct out_hash){ 0, 0 };
 		s->heard = 0;
-		point_watch_reset(s);
+		answers_reset(s);
 		readahead_reset(s);
 		s->kind = FD_CLIENT;
 		return 0;
@@ -169,7 +169,7 @@ void shim_log_close(struct fd_slot *s)
 	/* The CLOSE carries the final checkpoint of the connection's output. */
 	struct out_record last = { s->conn.view, s->conn.idx, s->out.off, s->out.crc };
 	struct iovec iov = { &last, sizeof(last) };
-	node_propose(shim_node, ENTRY_CLOSE, s->conn, &iov, 1,
+	node_propose(shim_node, ENTRY_CLOSE, answers_flags(s), s->conn, &iov, 1,
 		     node_config(shim_node)->checker ? sizeof(last) : 0, NULL);
 }
 

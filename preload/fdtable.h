@@ -28,7 +28,7 @@ struct fd_slot {
 	struct replay_tap *tap;	/* FD_REPLAY */
 	struct out_hash out;	/* FD_CLIENT: what the server wrote to it so far */
 	int heard;		/* FD_CLIENT and FD_REPLAY: the server read input from it */
-	/* FD_CLIENT (point_watch.c): the server read input from it and wrote
+	/* FD_CLIENT (answers.c): the server read input from it and wrote
 	 * nothing since, and that input's stamp; at a leader's snapshot fork
 	 * it was (watch), and then read more before writing (cut). */
 	uint32_t unanswered, point_watch, point_cut;

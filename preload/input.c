@@ -28,13 +28,14 @@ static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcn
 		shim_log_close(s);
 		return 0;
 	}
-	if (node_propose(shim_node, ENTRY_RECV, s->conn, iov, iovcnt, (size_t)n, NULL)) {
+	if (node_propose(shim_node, ENTRY_RECV, answers_flags(s), s->conn, iov, iovcnt,
+			 (size_t)n, NULL)) {
 		/* Not replicated, so the server must not act on it. */
 		errno = ECONNRESET;
 		return -1;
 	}
 	input_window_enter(node_proposed_stamp(), node_proposed_idx());
-	point_watch_heard(s, node_proposed_stamp());
+	answers_heard(s, node_proposed_stamp());
 	return n;
 }
 
@@ -73,7 +74,7 @@ static int room_for(int fd, struct fd_slot *s)
 	char byte;
 
 	if (s->kind != FD_CLIENT || !node_serving(shim_node) ||
-	    node_input_room(shim_node, ROOM_WAIT_US)) {
+	    node_input_room(shim_node, ROOM_WAIT_US, !answers_flags(s))) {
 		if (s->room_wait_ns)
 			s->room_wait_ns = 0;	/* no store on the common path */
 		return 1;

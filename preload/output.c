@@ -79,7 +79,7 @@ static inline int before_output(int fd, const struct iovec *iov, int iovcnt,
 	}
 	if (s->kind != FD_CLIENT)
 		return 0;
-	point_watch_wrote(s);
+	answers_wrote(s);
 	if (node_config(shim_node)->commit_wait == COMMIT_WAIT_REPLY) {
 		int rc;
 

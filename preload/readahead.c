@@ -132,7 +132,7 @@ int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcn
 		if (!peek) {
 			input_window_enter(s->ra_stamp, s->ra_idx);
 			if (*ret > 0)
-				point_watch_heard(s, s->ra_stamp);
+				answers_heard(s, s->ra_stamp);
 			s->ra_off += (uint32_t)*ret;
 			if (s->ra_off == s->ra_len)
 				drop_bytes(fd, s);
@@ -219,7 +219,12 @@ static void replicate(struct chunk *c, int count)
 	int rc;
 
 	for (int i = 0; i < count; i++)
-		p[i] = (struct proposal){ ENTRY_RECV, c[i].s->conn, &c[i].iov, 1, c[i].iov.iov_len, 0, 0 };
+		p[i] = (struct proposal){ .type = ENTRY_RECV,
+					  .flags = answers_flags(c[i].s),
+					  .conn = c[i].s->conn,
+					  .iov = &c[i].iov,
+					  .iovcnt = 1,
+					  .len = c[i].iov.iov_len };
 	rc = node_propose_batch(shim_node, p, count);
 	pthread_mutex_lock(&ra_lock);
 	for (int i = 0; i < count; i++) {
@@ -290,7 +295,7 @@ int readahead_wait(int epfd, struct epoll_event *ev, int max, int timeout,
 	n = epoll_merge_events(ev, here, here + n);
 	/* A snapshot of the leader waits for the server to read every entry
 	 * logged: meanwhile reads take the per-read path. */
-	if (n && !node_snapshot_armed(shim_node) && node_input_room(shim_node, 0))
+	if (n && !node_snapshot_armed(shim_node) && node_input_room(shim_node, 0, 0))
 		read_ahead(epfd, ev, n);
 	return n;
 }

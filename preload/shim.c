@@ -258,7 +258,7 @@ static void shim_init(void)
 		goto out;
 	}
 	node_set_input_pending(shim_node, readahead_pending);
-	node_set_point_cut(shim_node, point_watch_cut);
+	node_set_point_cut(shim_node, answers_cut);
 	if (input_random_init(node_config(shim_node), err, sizeof(err)))
 		pr_err("%s", err);
 	shim_mode = MODE_ACTIVE;
@@ -299,7 +299,7 @@ APUS_EXPORT pid_t fork(void)
 		snapshot = node_snapshot_fork(shim_node);
 	/* A leader's point: which clients it may cut a request of. */
 	if (snapshot)
-		point_watch_fork();
+		answers_fork();
 	pid = real.fork();
 	/* The child (Redis's BGSAVE, say) is not the replica: it has none of
 	 * our threads and must never propose.  Nor may it hold the node's

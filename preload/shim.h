@@ -85,15 +85,18 @@ int epoll_merge_events(struct epoll_event *ev, int first, int n);
  * an input's window. */
 ssize_t random_device_read(int fd, struct fd_slot *s, void *buf, size_t len);
 
-/* Leader (point_watch.c): the server read input of client S, stamped
+/* Leader (answers.c): the server read input of client S, stamped
  * STAMP_MS, or wrote to it; S is a new connection; the server forks for
  * a recovery point; how many clients' requests that point cut in two
  * (FIRST: one of them), for node_set_point_cut. */
-void point_watch_heard(struct fd_slot *s, uint64_t stamp_ms);
-void point_watch_wrote(struct fd_slot *s);
-void point_watch_reset(struct fd_slot *s);
-void point_watch_fork(void);
-int point_watch_cut(struct viewstamp *first);
+void answers_heard(struct fd_slot *s, uint64_t stamp_ms);
+/* ... and the flags of input read from S now: ENTRY_F_ANSWERED when the
+ * server wrote to S since it last read from it. */
+int answers_flags(const struct fd_slot *s);
+void answers_wrote(struct fd_slot *s);
+void answers_reset(struct fd_slot *s);
+void answers_fork(void);
+int answers_cut(struct viewstamp *first);
 
 /* Leader (readahead.c): whether it reads ahead now; its epoll_wait();
  * whether bytes read ahead wait for the server (node.input_pending). */

@@ -8,7 +8,8 @@
 # draws with (etcd, gnuplot), apps/mariadb's server, client and sysbench, and
 # apps/memcached's memcached and libmemcached-tools (memcslap); psmisc's
 # fuser (tests/run.sh leaves the regions another run maps alone); tcl, jq
-# and dpkg-dev for make redis-suite (Redis's own suite, from Debian's source).
+# and dpkg-dev for make redis-suite (Redis's own suite, from Debian's source);
+# apps/openldap's slapd and ldap-utils.
 # Idempotent: does nothing when all are present.
 set -euo pipefail
 
@@ -26,6 +27,7 @@ PKGS=(
 	memcached libmemcached-tools
 	psmisc gdb
 	tcl jq dpkg-dev
+	slapd ldap-utils
 )
 
 log() { echo "install-deps: $*"; }
@@ -118,6 +120,19 @@ for p in "${missing[@]}"; do
 			"${SUDO[@]}" kill "$pid" 2>/dev/null || true
 		fi
 	done
+done
+
+# And slapd's, which the package may start on 389 with a system database
+# apps/openldap does not use (it starts its own on 7401-7403 and the tests
+# on 20801-20803).
+for p in "${missing[@]}"; do
+	[ "$p" = slapd ] || continue
+	log "stopping and disabling the system slapd service, if any"
+	"${SUDO[@]}" service slapd stop >/dev/null 2>&1 || true
+	if [ -d /run/systemd/system ]; then
+		"${SUDO[@]}" systemctl disable --now slapd >/dev/null 2>&1 || true
+	fi
+	"${SUDO[@]}" update-rc.d slapd disable >/dev/null 2>&1 || true
 done
 
 install_criu

@@ -59,7 +59,7 @@ static void *proposer(void *p)
 
 	for (size_t i = 0; i < a->count; i++) {
 		uint64_t t0 = now_ns();
-		if (node_propose(a->n, ENTRY_RECV, (struct viewstamp){ 0, 1u << 30 }, &iov, 1, a->size, NULL))
+		if (node_propose(a->n, ENTRY_RECV, 0, (struct viewstamp){ 0, 1u << 30 }, &iov, 1, a->size, NULL))
 			abort();
 		a->lat[i] = now_ns() - t0;
 	}

@@ -162,7 +162,7 @@ static void log_fill(int k, const uint64_t *views, int count)
 
 	memset(n->log, 0, n->log_size);
 	for (int i = 0; i < count; i++) {
-		struct entry_meta m = { (uint64_t)i + 1, views[i], 0, { 0, 0 }, ENTRY_RECV, 0, 0 };
+		struct entry_meta m = { .idx = (uint64_t)i + 1, .view = views[i], .type = ENTRY_RECV };
 
 		entry_write(n->log + pos, &m, &iov, 1, 0, 1);
 		pos += entry_size(1);

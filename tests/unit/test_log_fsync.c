@@ -30,7 +30,7 @@ int main(void)
 	CHECK(c.leader->cfg.fsync == FSYNC_ALWAYS, "policy not parsed");
 	memset(data, 'z', sizeof(data));
 	for (int i = 0; i < 200; i++)
-		CHECK(node_propose(c.leader, ENTRY_RECV, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
+		CHECK(node_propose(c.leader, ENTRY_RECV, 0, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
 				   sizeof(data), NULL) == 0, "propose %d", i);
 	twonode_settle(&c);
 	for (int node = 0; node < 2; node++) {

@@ -32,7 +32,7 @@ int main(void)
 	for (size_t i = 0; i < sizeof(big); i++)
 		big[i] = (char)rand();
 	uint64_t before = c.leader->tail, first = c.leader->last_idx + 1;
-	CHECK(node_propose(c.leader, ENTRY_RECV, (struct viewstamp){ 0, 77 }, iov, 2, sizeof(big), NULL) == 0,
+	CHECK(node_propose(c.leader, ENTRY_RECV, 0, (struct viewstamp){ 0, 77 }, iov, 2, sizeof(big), NULL) == 0,
 	      "propose");
 	struct gather g = { back, 0, 0, 16 << 10 };
 	/* Read the backup's copy: it must hold the same split. */

@@ -110,6 +110,11 @@ int main(void)
 	snprintf(b, sizeof(b), "%s.tmp", a);
 	CHECK(!rename(a, b), "rename seed aside");
 	put(SEED_FILE, "index = 120\nlog_pos = 40960\nview = 2\nbytes = 7\ninode = 1\n");
+	/* Another process (apus status) sees the point, and leaves the
+	 * commit to the node: it may be under way. */
+	CHECK(!recovery_peek(&cfg, 0, &got) && got.index == 300, "peek: %llu",
+	      (unsigned long long)got.index);
+	CHECK(access(b, F_OK) == 0, "a peek completed the commit");
 	CHECK(!recovery_load(&cfg, 0, &got), "the interrupted commit was not completed");
 	CHECK(got.index == 300 && got.log_pos == 99999, "completed to %llu",
 	      (unsigned long long)got.index);

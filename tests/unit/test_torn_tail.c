@@ -40,7 +40,7 @@ int main(void)
 	twonode_start(&c, "256K", "4K");
 	memset(data, 'a', sizeof(data));
 	for (int i = 0; i < 20; i++)
-		CHECK(node_propose(c.leader, ENTRY_RECV, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
+		CHECK(node_propose(c.leader, ENTRY_RECV, 0, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
 				   sizeof(data), NULL) == 0, "propose %d", i);
 	twonode_settle(&c);
 	uint64_t last = c.leader->last_idx;
@@ -62,7 +62,7 @@ int main(void)
 	/* The real entry of that index lands over it and is applied whole. */
 	memset(data, 'r', sizeof(data));
 	before = c.leader->tail;
-	CHECK(node_propose(c.leader, ENTRY_RECV, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
+	CHECK(node_propose(c.leader, ENTRY_RECV, 0, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
 			   sizeof(data), NULL) == 0, "propose over the torn entry");
 	CHECK(before == pos, "the next entry is not where the torn one was");
 	twonode_settle(&c);

@@ -6,7 +6,8 @@
  * (EAGAIN), a read whose turn it is takes at most that turn's bytes even
  * when the socket holds more, turns follow the log's order across
  * connections and each connection's own order, and the end of stream is
- * a turn of its own.
+ * a turn of its own; input the leader's server got after answering waits
+ * for ours to answer.
  * In place (the server watches the connections with epoll, and so a new
  * connection's input before it watches that one too): the ready fds
  * are the held turns in log order, stopping before a second turn of one
@@ -55,20 +56,27 @@ static void no_wake(struct transport *t)
 /* replay only wakes the backup thread through its transport. */
 static const struct transport_ops wake_only = { .name = "none", .wake = no_wake };
 
-/* Executes one committed entry of TYPE for connection CONN (its ACCEPT's
- * index) carrying DATA; returns the entry's index. */
-static uint64_t exec(int type, uint64_t conn, const char *data)
+/* Executes one committed entry of TYPE with FLAGS (ENTRY_F_*) for
+ * connection CONN (its ACCEPT's index) carrying DATA; returns the entry's
+ * index. */
+static uint64_t exec_flagged(int type, int flags, uint64_t conn, const char *data)
 {
 	static _Alignas(64) char buf[4096];
 	size_t len = data ? strlen(data) : 0;
 	struct iovec iov = { (void *)data, len };
-	struct entry_meta m = { next_idx, 1, next_idx, { 1, conn }, (uint16_t)type, 0, 0 };
+	struct entry_meta m = { .idx = next_idx, .view = 1, .committed = next_idx, .conn = { 1, conn },
+				.type = (uint16_t)type, .flags = (uint8_t)flags };
 
 	memset(buf, 0, sizeof(buf));
 	entry_write(buf, &m, &iov, 1, 0, (uint32_t)len);
 	CHECK(replay_exec(r, (const struct entry_hdr *)buf) == 1, "entry %llu not executed at once",
 	      (unsigned long long)next_idx);
 	return next_idx++;
+}
+
+static uint64_t exec(int type, uint64_t conn, const char *data)
+{
+	return exec_flagged(type, 0, conn, data);
 }
 
 struct srv_conn {
@@ -156,6 +164,51 @@ static void socket_path(void)
 	expect_read(&b, 100, "d", __LINE__);
 	expect_eagain(&a, __LINE__);
 	expect_eagain(&b, __LINE__);
+	CHECK(!replay_maintain(r), "turns left after every read");
+	replay_tap_close(r, a.tap);
+	close(a.fd);
+	replay_tap_close(r, b.tap);
+	close(b.fd);
+}
+
+/* The server's write of BYTES to C (the socket path: replay_absorb says
+ * so unless in place). */
+static void srv_write(struct srv_conn *c, const char *bytes)
+{
+	struct iovec iov = { (void *)bytes, strlen(bytes) };
+
+	if (!replay_absorb(r, c->tap, &iov, 1, 1))
+		CHECK(write(c->fd, bytes, strlen(bytes)) == (ssize_t)strlen(bytes), "write: %s",
+		      strerror(errno));
+}
+
+/* Input the leader's server read only after it had answered the input
+ * before (ENTRY_F_ANSWERED) waits until ours has too; input it read
+ * without an answer in between (the rest of a request, a pipeline) does
+ * not; nor does another connection's. */
+static void answers(void)
+{
+	uint64_t a_idx, b_idx;
+	struct srv_conn a = open_conn(&a_idx), b = open_conn(&b_idx);
+
+	exec_flagged(ENTRY_RECV, ENTRY_F_ANSWERED, a_idx, "q1");
+	exec(ENTRY_RECV, a_idx, "-rest");
+	exec_flagged(ENTRY_RECV, ENTRY_F_ANSWERED, a_idx, "q2");
+	exec_flagged(ENTRY_RECV, ENTRY_F_ANSWERED, b_idx, "p1");
+	exec_flagged(ENTRY_CLOSE, ENTRY_F_ANSWERED, a_idx, NULL);
+	/* A connection that was never read from has nothing to answer. */
+	expect_read(&a, 100, "q1", __LINE__);
+	expect_read(&a, 100, "-rest", __LINE__);
+	expect_eagain(&a, __LINE__);
+	expect_eagain(&b, __LINE__);
+	srv_write(&a, "r1");
+	expect_read(&a, 100, "q2", __LINE__);
+	/* Another connection's input waits for nothing of A's. */
+	expect_read(&b, 100, "p1", __LINE__);
+	/* A's end of stream came after the answer to q2, which has none yet. */
+	expect_eagain(&a, __LINE__);
+	srv_write(&a, "r2");
+	CHECK(srv_read(&a, (char[8]){ 0 }, 8) == 0, "A's end of stream");
 	CHECK(!replay_maintain(r), "turns left after every read");
 	replay_tap_close(r, a.tap);
 	close(a.fd);
@@ -680,6 +733,7 @@ int main(void)
 	/* A server that never watched a connection with epoll first: once
 	 * one did, replay holds new connections' input (held_before_watch). */
 	socket_path();
+	answers();
 	gate_wait();
 	in_place();
 	held_before_watch();

@@ -38,7 +38,7 @@ int main(void)
 	twonode_start_fsync(&c, "256K", "4K", "batch");
 	for (int i = 0; i < 300; i++) {	/* 900 KB: over three laps of the log */
 		memset(data, 'a' + i % 26, sizeof(data));
-		CHECK(node_propose(c.leader, ENTRY_RECV, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
+		CHECK(node_propose(c.leader, ENTRY_RECV, 0, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
 				   sizeof(data), NULL) == 0, "propose %d", i);
 	}
 	twonode_settle(&c);

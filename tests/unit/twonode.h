@@ -175,7 +175,7 @@ static inline void twonode_wrap(struct twonode *c, int entries)
 		struct iovec iov = { buf + rand() % 1000, len };
 		uint64_t before = c->leader->tail;
 
-		CHECK(node_propose(c->leader, ENTRY_RECV, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
+		CHECK(node_propose(c->leader, ENTRY_RECV, 0, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
 				   len, NULL) == 0, "propose %d", i);
 		twonode_walk(c->leader, before, c->leader->tail, twonode_same_on_backup, &cmp);
 	}

@@ -1,14 +1,20 @@
-/* A leader's recovery point and the requests its server had read only in
- * part.  A fork-based snapshot (Redis's BGSAVE) holds the server's data,
- * not its read buffers: a client whose request the server had read the
- * first part of when it forked would, on a node restarting from that
- * point, have the rest replayed alone and the request lost.
+/* Which clients a leader's server has answered: it read input from one
+ * and has written to it since, or not (unanswered).  Two uses.
  *
- * At the fork a client is unanswered when the server read input from it
- * and wrote nothing to it since: a whole request whose reply is still to
- * be written (Redis writes replies before it waits for events again), or
- * the first part of one.  What the server does next on it tells which:
- * it answers (whole), or it reads more first (cut: the point is refused).
+ * The input's flags: bytes the server gets from a client it had answered
+ * are logged ENTRY_F_ANSWERED, and a backup's server gets them only once
+ * it has answered too (turns.h): a server that reads a connection's next
+ * request before the previous one ran (slapd hands it to another thread)
+ * reads it no earlier, on a backup, than on the leader.
+ *
+ * A leader's recovery point.  A fork-based snapshot (Redis's BGSAVE)
+ * holds the server's data, not its read buffers: a client whose request
+ * the server had read the first part of when it forked would, on a node
+ * restarting from that point, have the rest replayed alone and the
+ * request lost.  At the fork an unanswered client's request is whole (its
+ * reply is still to be written: Redis writes replies before it waits for
+ * events again) or cut; what the server does next with it tells which: it
+ * answers (whole), or it reads more first (cut: the point is refused).
  * Only clients read within MID_REQUEST_WINDOW_MS before the fork are
  * watched: one read earlier is taken for a request that blocks (BLPOP),
  * not for a part.  A watched client the server has done neither with by
@@ -21,7 +27,7 @@
 
 #define MID_REQUEST_WINDOW_MS 1000
 
-void point_watch_heard(struct fd_slot *s, uint64_t stamp_ms)
+void answers_heard(struct fd_slot *s, uint64_t stamp_ms)
 {
 	if (__atomic_load_n(&s->point_watch, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&s->point_cut, 1, __ATOMIC_RELAXED);
@@ -31,7 +37,13 @@ void point_watch_heard(struct fd_slot *s, uint64_t stamp_ms)
 	__atomic_store_n(&s->unanswered, 1, __ATOMIC_RELAXED);
 }
 
-void point_watch_wrote(struct fd_slot *s)
+int answers_flags(const struct fd_slot *s)
+{
+	/* (Read ahead only once the bytes before were consumed.) */
+	return __atomic_load_n(&s->unanswered, __ATOMIC_RELAXED) ? 0 : ENTRY_F_ANSWERED;
+}
+
+void answers_wrote(struct fd_slot *s)
 {
 	if (__atomic_load_n(&s->unanswered, __ATOMIC_RELAXED))
 		__atomic_store_n(&s->unanswered, 0, __ATOMIC_RELAXED);
@@ -39,7 +51,7 @@ void point_watch_wrote(struct fd_slot *s)
 		__atomic_store_n(&s->point_watch, 0, __ATOMIC_RELAXED);
 }
 
-void point_watch_reset(struct fd_slot *s)
+void answers_reset(struct fd_slot *s)
 {
 	s->unanswered = 0;
 	s->point_watch = 0;
@@ -69,7 +81,7 @@ static void watch(struct fd_slot *s, void *arg)
 	__atomic_store_n(&s->point_watch, w, __ATOMIC_RELAXED);
 }
 
-void point_watch_fork(void)
+void answers_fork(void)
 {
 	uint64_t now_ms = realtime_ms();
 
@@ -92,7 +104,7 @@ static void count_cut(struct fd_slot *s, void *arg)
 		c->first = s->conn;
 }
 
-int point_watch_cut(struct viewstamp *first)
+int answers_cut(struct viewstamp *first)
 {
 	struct cut_count c = { 0, { 0, 0 } };
 
