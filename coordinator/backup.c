@@ -442,7 +442,9 @@ static void watch_gap(struct backup *b, uint64_t now)
 		b->agreed_ns = now;	/* nothing is missing */
 		return;
 	}
-	if (now - b->agreed_ns < (uint64_t)n->cfg.suspect_ms * 1000000ULL)
+	/* (A join answered in this very pass set agreed_ns after NOW: the
+	 * difference would wrap, and every copy be asked for again at once.) */
+	if (now < b->agreed_ns || now - b->agreed_ns < (uint64_t)n->cfg.suspect_ms * 1000000ULL)
 		return;
 	pr_warn("entry %llu never arrived, though node %d committed it: joining again",
 		(unsigned long long)b->expect, b->leader);
