@@ -102,17 +102,23 @@ for p in "${missing[@]}"; do
 	"${SUDO[@]}" service mariadb stop >/dev/null 2>&1 || true
 done
 
+# disable_service NAME - stop the system service NAME and keep it from
+# starting at boot, with or without systemd running.
+disable_service() {
+	log "stopping and disabling the system $1 service, if any"
+	"${SUDO[@]}" service "$1" stop >/dev/null 2>&1 || true
+	if [ -d /run/systemd/system ]; then
+		"${SUDO[@]}" systemctl disable --now "$1" >/dev/null 2>&1 || true
+	fi
+	"${SUDO[@]}" update-rc.d "$1" disable >/dev/null 2>&1 || true
+}
+
 # And memcached's, started on 11211 by the package (invoke-rc.d): the tests
 # and apps/memcached start their own.  Stopped and disabled at boot, with or
 # without systemd running (a container has none).
 for p in "${missing[@]}"; do
 	[ "$p" = memcached ] || continue
-	log "stopping and disabling the system memcached service, if any"
-	"${SUDO[@]}" service memcached stop >/dev/null 2>&1 || true
-	if [ -d /run/systemd/system ]; then
-		"${SUDO[@]}" systemctl disable --now memcached >/dev/null 2>&1 || true
-	fi
-	"${SUDO[@]}" update-rc.d memcached disable >/dev/null 2>&1 || true
+	disable_service memcached
 	pids=$(ss -ltnpH 'sport = :11211' 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u || true)
 	for pid in $pids; do
 		if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = memcached ]; then
@@ -127,12 +133,7 @@ done
 # on 20801-20803).
 for p in "${missing[@]}"; do
 	[ "$p" = slapd ] || continue
-	log "stopping and disabling the system slapd service, if any"
-	"${SUDO[@]}" service slapd stop >/dev/null 2>&1 || true
-	if [ -d /run/systemd/system ]; then
-		"${SUDO[@]}" systemctl disable --now slapd >/dev/null 2>&1 || true
-	fi
-	"${SUDO[@]}" update-rc.d slapd disable >/dev/null 2>&1 || true
+	disable_service slapd
 done
 
 install_criu

@@ -91,3 +91,15 @@ teardown_file() {
 setup() {
 	have_slapd || skip "test requires slapd and ldap-utils (apt-get install slapd ldap-utils)"
 }
+
+# audit_then_restart LOG NODE - 30 audited adds and modifies (audit.sh,
+# a connection per operation, its record in LOG), then apus stop and apus
+# start of NODE: it comes back reset to the template and replays the log.
+audit_then_restart() {
+	APUS_BIN="$APUS" "$LDAP_APP/audit.sh" write --config "$CONF" --log "$1" --count 30 ||
+		fail "audit.sh write failed"
+	run timeout 60 "$APUS" stop --config "$CONF" --node "$2" 3>&-
+	assert_eq "$status" 0 "apus stop --node $2: $output"
+	run timeout 120 "$APUS" start --config "$CONF" --node "$2" 3>&-
+	assert_eq "$status" 0 "apus start --node $2: $output"
+}

@@ -53,12 +53,7 @@ load openldap
 @test "openldap: a backup stopped and started replays the log: every acknowledged add and modify" {
 	local log="$BATS_TEST_TMPDIR/audit.log" b
 	b=$(all_backups | head -n 1)
-	APUS_BIN="$APUS" "$LDAP_APP/audit.sh" write --config "$CONF" --log "$log" --count 30 ||
-		fail "audit.sh write failed"
-	run timeout 60 "$APUS" stop --config "$CONF" --node "$b" 3>&-
-	assert_eq "$status" 0 "apus stop --node $b: $output"
-	run timeout 120 "$APUS" start --config "$CONF" --node "$b" 3>&-
-	assert_eq "$status" 0 "apus start --node $b: $output"
+	audit_then_restart "$log" "$b"
 	retry 60 0.5 "$LDAP_APP/audit.sh" check --config "$CONF" --log "$log" --node "$b" ||
 		fail "node $b lost acknowledged writes: $output"
 	echo "$output"

@@ -19,14 +19,8 @@ load ../bats/helpers
 load ../bats/openldap
 
 @test "openldap: a connection per operation (audit.sh), and a backup that replays the log: slapcat digests equal on every replica" {
-	local log="$BATS_TEST_TMPDIR/audit.log" b i
-	b=$(all_backups | head -n 1)
-	APUS_BIN="$APUS" "$LDAP_APP/audit.sh" write --config "$CONF" --log "$log" --count 30 ||
-		fail "audit.sh write failed"
-	run timeout 60 "$APUS" stop --config "$CONF" --node "$b" 3>&-
-	assert_eq "$status" 0 "apus stop --node $b: $output"
-	run timeout 120 "$APUS" start --config "$CONF" --node "$b" 3>&-
-	assert_eq "$status" 0 "apus start --node $b: $output"
+	local i
+	audit_then_restart "$BATS_TEST_TMPDIR/audit.log" "$(all_backups | head -n 1)"
 	for ((i = 0; i < 60; i++)); do
 		digests_settled && break
 	done
