@@ -177,8 +177,11 @@ APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 	ssize_t n;
 
 	real_resolve();
-	if (!(s = shim_tracked(fd))) {
-		if ((s = shim_random_device(fd)))
+	/* shim_tracked(), with a random device (random.c) told apart in the
+	 * same lookup. */
+	s = shim_enter() ? fd_lookup(fd) : 0;
+	if (!s || s->kind < FD_CLIENT) {
+		if (s && s->kind == FD_RANDOM_DEVICE)
 			return random_device_read(fd, s, buf, len);
 		return real.read(fd, buf, len);
 	}

@@ -47,14 +47,6 @@ static inline struct fd_slot *shim_tracked(int fd)
 	return s && s->kind >= FD_CLIENT ? s : 0;
 }
 
-/* The slot of FD when it is a random device random.c marked, else NULL. */
-static inline struct fd_slot *shim_random_device(int fd)
-{
-	struct fd_slot *s = shim_enter() ? fd_lookup(fd) : 0;
-
-	return s && s->kind == FD_RANDOM_DEVICE ? s : 0;
-}
-
 /* Whether a read of FD with FLAGS would block: a blocking socket and no
  * MSG_DONTWAIT (one fcntl: callers ask only off the fast path). */
 static inline int shim_read_blocks(int fd, int flags)

@@ -676,6 +676,23 @@ function teardown_file() {
 	stop_cluster "${CONF:-}"
 }
 
+# kill_leader_under WRITER LOG PATTERN N TRIES - once LOG holds N lines
+# matching PATTERN (waiting TRIES x 0.1 s at most), kill -9 the leader's
+# server, then wait for the writer WRITER (a pid) to end; OLD and NEW are
+# the leaders before and after (fails without a new one).
+function kill_leader_under() {
+	local writer=$1 log=$2 pattern=$3 n=$4 tries=$5 i
+	OLD=$(leader_id)
+	for ((i = 0; i < tries; i++)); do
+		[ -f "$log" ] && [ "$(grep -c "$pattern" "$log")" -ge "$n" ] && break
+		sleep 0.1
+	done
+	kill -KILL "$(redis_pid "$OLD")"
+	wait "$writer"
+	NEW=$(leader_id)
+	[ -n "$NEW" ] && [ "$NEW" != "$OLD" ] || fail "no new leader (old $OLD, now '$NEW')"
+}
+
 # A writer that a failed test left running would write on into the next.
 function teardown() {
 	end_writer

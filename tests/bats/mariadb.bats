@@ -158,17 +158,9 @@ setup() {
 		retry 120 0.5 mariadb -S "$(data_dir "$i")/mysqld.sock" -u root -e 'SELECT 1' ||
 			fail "node $i's mariadbd never answered"
 	done
-	old=$(leader_id)
 	"$MARIADB_APP/audit.sh" write --config "$CONF" --log "$log" --count 300 &
-	local writer=$!
-	for ((i = 0; i < 100; i++)); do
-		[ -f "$log" ] && [ "$(grep -c '^ok' "$log")" -ge 100 ] && break
-		sleep 0.1
-	done
-	kill -KILL "$(redis_pid "$old")"
-	wait "$writer"
-	new=$(leader_id)
-	[ -n "$new" ] && [ "$new" != "$old" ] || fail "no new leader (old $old, now '$new')"
+	kill_leader_under $! "$log" '^ok' 100 100
+	old=$OLD new=$NEW
 	echo "acknowledged $(grep -c '^ok' "$log") of $(grep -cE '^(ok|fail)' "$log"); leader $old -> $new"
 	# The writer followed the new leader: inserts after the kill succeeded
 	# too (the new leader serves once it executed what the old one logged:

@@ -62,18 +62,10 @@ load openldap
 # Last: it leaves two replicas.  The new leader, which clients now use,
 # and the other survivor must hold every acknowledged add and modify.
 @test "openldap: a failover (kill -9 of the leader's slapd) keeps every acknowledged add and modify" {
-	local log="$BATS_FILE_TMPDIR/audit.log" old new i writer after n
-	old=$(leader_id)
+	local log="$BATS_FILE_TMPDIR/audit.log" old new after n
 	APUS_BIN="$APUS" "$LDAP_APP/audit.sh" write --config "$CONF" --log "$log" --count 150 &
-	writer=$!
-	for ((i = 0; i < 300; i++)); do
-		[ -f "$log" ] && [ "$(grep -c '^ok mod' "$log")" -ge 50 ] && break
-		sleep 0.1
-	done
-	kill -KILL "$(redis_pid "$old")"
-	wait "$writer"
-	new=$(leader_id)
-	[ -n "$new" ] && [ "$new" != "$old" ] || fail "no new leader (old $old, now '$new')"
+	kill_leader_under $! "$log" '^ok mod' 50 300
+	old=$OLD new=$NEW
 	echo "acknowledged $(grep -c '^ok add' "$log") adds and $(grep -c '^ok mod' "$log") modifies of 150; leader $old -> $new"
 	# The writer followed the new leader.
 	after=$(sed -n '/^fail/,$p' "$log" | grep -c '^ok mod' || true)
