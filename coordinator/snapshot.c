@@ -172,10 +172,12 @@ int node_snapshot_running(struct node *n)
 	return snap_state(n) != SNAP_IDLE || loading(n);
 }
 
-/* A point where MID connections had a request read in part (VS: one of
- * them) is refused, unless points have been refused for that for
- * MID_REQUEST_GIVE_UP_NS in a row: then 0, and the log says so. */
-static int mid_request_refused(struct node *n, int mid, struct viewstamp vs, uint64_t idx)
+/* A point where a client had a request read in part (WHICH says who) is
+ * refused, unless points have been refused for that for
+ * MID_REQUEST_GIVE_UP_NS in a row: then 0, and the log says so.  (A run
+ * ends with a point taken, or a second without refusals: our checks and
+ * snapshot_cmd's may refuse in turn, so one passing does not end it.) */
+static int mid_request_refused(struct node *n, const char *which, uint64_t idx)
 {
 	uint64_t now = now_ns();
 
@@ -185,13 +187,19 @@ static int mid_request_refused(struct node *n, int mid, struct viewstamp vs, uin
 	n->snap_mid_last_ns = now;
 	if (now - n->snap_mid_since_ns < MID_REQUEST_GIVE_UP_NS)
 		return 1;
-	pr_warn("a recovery point at entry %llu although %d connection%s had a request read in "
-		"part (connection %llu.%llu): refused for %llu s in a row; a restart from it "
-		"loses such a request", (unsigned long long)idx, mid, mid == 1 ? "" : "s",
-		(unsigned long long)vs.view, (unsigned long long)vs.idx,
+	pr_warn("a recovery point at entry %llu although %s: refused for %llu s in a row; a "
+		"restart from it loses such a request", (unsigned long long)idx, which,
 		(unsigned long long)(MID_REQUEST_GIVE_UP_NS / 1000000000ULL));
 	n->snap_mid_since_ns = 0;
 	return 0;
+}
+
+/* WHICH for mid_request_refused(): MID connections, VS one of them. */
+static const char *mid_conns(char *buf, size_t len, int mid, struct viewstamp vs)
+{
+	snprintf(buf, len, "%d connection%s had a request read in part (connection %llu.%llu)",
+		 mid, mid == 1 ? "" : "s", (unsigned long long)vs.view, (unsigned long long)vs.idx);
+	return buf;
 }
 
 /* The held server has taken every turn: has it answered what it read?
@@ -205,13 +213,13 @@ static int hold_answered(struct node *n)
 	int mid = replay_mid_requests(n->replay, &vs);
 
 	n->snap_mid_conns = 0;
-	if (!mid) {
-		n->snap_mid_since_ns = 0;
+	if (!mid)
 		return 1;
-	}
 	if (now_ns() - n->snap_drained_ns < ANSWER_WAIT_NS)
 		return 0;
-	if (mid_request_refused(n, mid, vs, n->snap_cap_idx)) {
+	char which[128];
+
+	if (mid_request_refused(n, mid_conns(which, sizeof(which), mid, vs), n->snap_cap_idx)) {
 		n->snap_mid_conns = mid;
 		n->snap_mid_vs = vs;
 	}
@@ -441,6 +449,10 @@ static int wait_committed(struct node *n, uint64_t idx)
  * none and clients were connected, or a request was read in part):
  * another entry may, soon. */
 #define SNAP_TRY_SOON (-2)
+/* snapshot_cmd's exit status for "complete, but a client was in the middle
+ * of a request or a transaction at the fork" (EX_TEMPFAIL): the server
+ * knows, where our own checks guess (apps/redis/snapshot.sh). */
+#define SNAPSHOT_CMD_CUT 75
 #define TRY_SOON_NS (100 * 1000000ULL)
 
 /* The leader's fork cut a client's request (preload/answers.c): 1
@@ -451,11 +463,11 @@ static int leader_point_cut(struct node *n, char *why, size_t whylen)
 	struct viewstamp vs = { 0, 0 };
 	int cut = f ? f(&vs) : 0;
 
-	if (!cut) {
-		n->snap_mid_since_ns = 0;
+	if (!cut)
 		return 0;
-	}
-	if (!mid_request_refused(n, cut, vs, n->snap_cap_idx))
+	char which[128];
+
+	if (!mid_request_refused(n, mid_conns(which, sizeof(which), cut, vs), n->snap_cap_idx))
 		return 0;
 	snprintf(why, whylen, "%d client connection%s read in part at the fork, at entry %llu "
 		 "(connection %llu.%llu): a recovery point there would cut it", cut,
@@ -531,7 +543,7 @@ static int take(struct node *n, char *why, size_t whylen)
 	struct recovery_point rp = { n->snap_cap_idx, n->snap_cap_pos, n->snap_cap_view, 0,
 				     n->snap_cap_rand };
 	int forks = __atomic_load_n(&n->snap_forks, __ATOMIC_ACQUIRE);
-	if (status) {
+	if (status && status != SNAPSHOT_CMD_CUT) {
 		snprintf(why, whylen, "snapshot_cmd exited with %d", status);
 		return -1;
 	}
@@ -552,6 +564,15 @@ static int take(struct node *n, char *why, size_t whylen)
 	}
 	if (leader && leader_point_cut(n, why, whylen))
 		return SNAP_TRY_SOON;
+	if (status == SNAPSHOT_CMD_CUT &&
+	    mid_request_refused(n, "snapshot_cmd saw a client mid-request or mid-transaction "
+			       "at the fork", rp.index)) {
+		snprintf(why, whylen, "snapshot_cmd exited %d at entry %llu: the server had a "
+			 "client's request read in part, or a transaction open (its message is in "
+			 "apus.log): a recovery point there would cut it", SNAPSHOT_CMD_CUT,
+			 (unsigned long long)rp.index);
+		return SNAP_TRY_SOON;
+	}
 	if (config_node_path(&n->cfg, n->self, n->cfg.snapshot_file, path, sizeof(path)) ||
 	    !file_newer(path, &started, &st)) {
 		snprintf(why, whylen, "snapshot_cmd did not write %.200s", path);
@@ -733,6 +754,7 @@ static void *snap_main(void *arg)
 		}
 		last_ns = now_ns();
 		retry_ns = RETRY_MIN_NS;
+		n->snap_mid_since_ns = 0;
 		n->status->snap_failures = 0;
 		n->status->snap_error[0] = '\0';
 		n->status->snap_count++;
