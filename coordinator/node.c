@@ -69,6 +69,12 @@ void node_set_point_cut(struct node *n, int (*fn)(struct viewstamp *first))
 	__atomic_store_n(&n->point_cut, fn, __ATOMIC_RELEASE);
 }
 
+void node_set_point_conn(struct node *n, int (*fn)(int fd, struct viewstamp *vs))
+{
+	/* Pairs with the acquire load in snapshot.c. */
+	__atomic_store_n(&n->point_conn, fn, __ATOMIC_RELEASE);
+}
+
 void node_set_input_pending(struct node *n, int (*fn)(void))
 {
 	/* Pairs with the acquire load in snapshot.c's input_pending(). */

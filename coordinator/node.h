@@ -127,6 +127,9 @@ void node_set_input_pending(struct node *n, int (*fn)(void));
 /* ... and to "how many clients' requests did the leader's snapshot fork
  * find read in part?" (preload/answers.c; such a point is refused). */
 void node_set_point_cut(struct node *n, int (*fn)(struct viewstamp *first));
+/* The shim's answer to "which connection did the server's descriptor FD
+ * serve at the snapshot fork": 1 with *VS, or 0 (sessions.h). */
+void node_set_point_conn(struct node *n, int (*fn)(int fd, struct viewstamp *vs));
 
 /* What the shim saw of its server, for the status page: the server
  * listens on the application port (now); its listening thread waits for

@@ -118,6 +118,7 @@ struct node {
 	/* Set by the shim: whether read-ahead bytes wait for the server. */
 	int (*input_pending)(void);
 	int (*point_cut)(struct viewstamp *first);	/* node_set_point_cut */
+	int (*point_conn)(int fd, struct viewstamp *vs);	/* node_set_point_conn */
 
 	/* Elections (election.c; the role thread only). */
 	uint64_t answered[APUS_MAX_NODES];	/* last request of each candidate answered */

@@ -24,6 +24,7 @@
 #include "node_internal.h"
 #include "region_status.h"
 #include "replay_internal.h"
+#include "sessions.h"
 #include "sys.h"
 
 /* How long the server may leave its turn untaken before we skip it: a
@@ -221,6 +222,7 @@ static void conn_free(struct replay *r, struct rconn *c)
 	pthread_mutex_unlock(&r->out_lock);
 	if (c->sock >= 0)
 		sys.close(c->sock);
+	free(c->prelude);
 	free(c);
 }
 
@@ -371,38 +373,88 @@ static int exec_accept(struct replay *r, const struct entry_hdr *e)
 	return conn_open(r, e->view, e->idx, &c);
 }
 
+/* The sessions of the recovery point our server started from. */
+static const struct sessions *point_sessions(struct replay *r)
+{
+	uint64_t at = r->n->seed_idx;
+
+	if (!r->sessions || r->sessions_idx != at) {
+		sessions_free(r->sessions);
+		r->sessions = sessions_load(&r->n->cfg, r->n->self, at);
+		r->sessions_idx = at;
+	}
+	return r->sessions;
+}
+
 /* Input for a client connection the leader accepted before the entry our
- * server's snapshot stands at (apus rebuild): the snapshot holds the
- * server's data, not its connections, so the input goes through a
- * connection of our own, opened now.  Right for a client between whole
- * requests in the connection's default state (a pooled client's next
- * request); what the connection carried in the peer's server (a SELECT,
- * a MULTI, half a request) is not in the snapshot.  Its output cannot be
- * checked against the leader's (the offsets differ), so it is not. */
+ * server's snapshot stands at (a restart, apus rebuild): the snapshot
+ * holds the server's data, not its connections, so the input goes
+ * through a connection of our own, opened now, after the prelude that
+ * gives it the session the point recorded (sessions.h: a SELECT).  Half a
+ * request or an open MULTI never spans a point (snapshot.c).  Its output
+ * cannot be checked against the leader's (the offsets differ), so it is
+ * not. */
 static int adopt(struct replay *r, const struct entry_hdr *e, struct rconn **out)
 {
+	struct viewstamp vs = { e->conn_view, e->conn_idx };
+	const char *prelude;
+	size_t len = 0;
+
 	if (!conn_open(r, e->conn_view, e->conn_idx, out))
 		return 0;
-	if (*out) {
-		(*out)->chk.diverged = 1;	/* never reports */
-		pr_info("connection %llu.%llu, open before our snapshot (entry %llu): "
-			"replaying its input on a connection of our own",
-			(unsigned long long)e->conn_view, (unsigned long long)e->conn_idx,
-			(unsigned long long)r->n->seed_idx);
+	if (!*out)
+		return 1;
+	(*out)->chk.diverged = 1;	/* never reports */
+	prelude = point_sessions(r) ? sessions_prelude(r->sessions, vs, &len) : NULL;
+	if (prelude && ((*out)->prelude = malloc(len))) {
+		memcpy((*out)->prelude, prelude, len);
+		(*out)->prelude_len = len;
 	}
+	pr_info("connection %llu.%llu, open before our snapshot (entry %llu): replaying its "
+		"input on a connection of our own%s", (unsigned long long)e->conn_view,
+		(unsigned long long)e->conn_idx, (unsigned long long)r->n->seed_idx,
+		(*out)->prelude ? ", given its session first" : "");
 	return 1;
 }
+
+static int recv_bytes(struct replay *r, struct rconn *c, const char *data, size_t len,
+		      uint64_t idx);
 
 static int exec_recv(struct replay *r, const struct entry_hdr *e)
 {
 	struct rconn *c = conn_find(r, e->conn_idx);
-	const char *data = entry_data(e);
 
 	if (!c && e->conn_idx <= r->n->seed_idx && !conn_find_any(r, e->conn_idx) &&
 	    !adopt(r, e, &c))
 		return 0;
 	if (!c || c->dead || !e->data_sz)
 		return 1;
+	if (c->prelude) {
+		/* A turn of its own, before the entry's; it waits for no
+		 * answer (the connection is new to our server). */
+		uint32_t flags = r->cur_flags;
+		int done;
+
+		r->cur_flags &= ~(uint32_t)ENTRY_F_ANSWERED;
+		done = recv_bytes(r, c, c->prelude, c->prelude_len, e->idx);
+		r->cur_flags = flags;
+		if (!done)
+			return 0;
+		free(c->prelude);
+		c->prelude = NULL;
+		r->phase = 0;
+		r->sent_off = 0;
+		if (c->dead)
+			return 1;
+	}
+	return recv_bytes(r, c, entry_data(e), e->data_sz, e->idx);
+}
+
+/* Delivers LEN bytes of entry IDX to C's server: 1 when done, 0 to be
+ * called again (r->phase and r->sent_off say how far it got). */
+static int recv_bytes(struct replay *r, struct rconn *c, const char *data, size_t len,
+		      uint64_t idx)
+{
 	if (r->phase == 0) {
 		if (sched_full(r))
 			return 0;
@@ -419,22 +471,22 @@ static int exec_recv(struct replay *r, const struct entry_hdr *e)
 		     !__atomic_load_n(&c->tap->ever_watched, __ATOMIC_ACQUIRE))) {
 			uint64_t held = __atomic_load_n(&r->held, __ATOMIC_ACQUIRE);
 			char *copy;
-			if (held && held + e->data_sz > HELD_MAX)
+			if (held && held + len > HELD_MAX)
 				return 0;	/* the server is behind: come back */
-			if ((copy = malloc(e->data_sz))) {
-				memcpy(copy, data, e->data_sz);
-				__atomic_add_fetch(&r->held, e->data_sz, __ATOMIC_RELEASE);
-				sched_push(r, c->tap, ENTRY_RECV, e->data_sz, copy);
+			if ((copy = malloc(len))) {
+				memcpy(copy, data, len);
+				__atomic_add_fetch(&r->held, len, __ATOMIC_RELEASE);
+				sched_push(r, c->tap, ENTRY_RECV, len, copy);
 				return 1;
 			}
 		}
 		/* The turn goes in before the bytes, so the server never finds
 		 * bytes it may not account for. */
-		sched_push(r, c->tap, ENTRY_RECV, e->data_sz, NULL);
+		sched_push(r, c->tap, ENTRY_RECV, len, NULL);
 		r->phase = 1;
 	}
-	while (r->sent_off < e->data_sz) {
-		ssize_t k = sys.send(c->sock, data + r->sent_off, e->data_sz - r->sent_off,
+	while (r->sent_off < len) {
+		ssize_t k = sys.send(c->sock, data + r->sent_off, len - r->sent_off,
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (k > 0) {
 			r->sent_off += (size_t)k;
@@ -444,7 +496,7 @@ static int exec_recv(struct replay *r, const struct entry_hdr *e)
 			return 0;	/* the server is behind: come back */
 		pr_warn("connection %llu.%llu: the server dropped it (%s): its input from entry %llu on "
 			"is not replayed", (unsigned long long)c->vs.view, (unsigned long long)c->vs.idx,
-			k < 0 ? strerror(errno) : "no progress", (unsigned long long)e->idx);
+			k < 0 ? strerror(errno) : "no progress", (unsigned long long)idx);
 		c->dead = 1;
 		return 1;
 	}

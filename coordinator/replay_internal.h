@@ -85,6 +85,8 @@ struct rconn {
 	uint64_t closed_ns;	/* when the server had taken them all (0: not yet) */
 	struct rconn *next;	/* hash chain, then the closing list */
 	struct out_check chk;	/* the server's output against the leader's */
+	char *prelude;		/* open before our point: its session, to send first */
+	size_t prelude_len;
 };
 
 struct replay {
@@ -123,6 +125,10 @@ struct replay {
 	/* The output check of a connection, fed by the server's own writes
 	 * (replay_absorb) as well as by the backup thread. */
 	pthread_mutex_t out_lock;
+
+	/* The sessions of our recovery point (at entry sessions_idx). */
+	struct sessions *sessions;
+	uint64_t sessions_idx;
 
 	/* The entry in progress. */
 	uint64_t cur_idx;

@@ -49,6 +49,7 @@
 #include "region_status.h"
 #include "region_wire.h"
 #include "replay.h"
+#include "sessions.h"
 #include "sys.h"
 
 
@@ -358,7 +359,8 @@ static int wait_state(struct node *n, int from, uint64_t max_ns)
 static int run_cmd(struct node *n, const char *cmd_t, const char *what)
 {
 	char cmd[8192], *env[1024], line[16] = "", config[PATH_MAX + 16], node[48];
-	char *extra[] = { config, node, NULL };
+	char sessions[PATH_MAX + 32] = SESSIONS_ENV "=";
+	char *extra[] = { config, node, NULL, NULL };
 	int pfd[2], status = -1;
 	posix_spawn_file_actions_t fa;
 	pid_t pid;
@@ -367,6 +369,13 @@ static int run_cmd(struct node *n, const char *cmd_t, const char *what)
 	 * before it ends (child_env.h). */
 	snprintf(config, sizeof(config), "APUS_CONFIG=%s", n->cfg.path);
 	snprintf(node, sizeof(node), CHILD_ENV_NODE "=%d", n->self);
+	/* snapshot_cmd: where it may name the clients' sessions (sessions.h). */
+	size_t at = strlen(sessions);
+	if (cmd_t == n->cfg.snapshot_cmd &&
+	    !config_node_path(&n->cfg, n->self, SESSIONS_NEW, sessions + at, sizeof(sessions) - at)) {
+		unlink(sessions + at);	/* a crashed command's */
+		extra[2] = sessions;
+	}
 	if (config_expand(&n->cfg, n->self, cmd_t, cmd, sizeof(cmd))) {
 		pr_err("%s is too long once expanded", what);
 		return -1;
@@ -586,11 +595,19 @@ static int take(struct node *n, char *why, size_t whylen)
 			 (unsigned long long)rp.index);
 		return -1;
 	}
-	int rc = recovery_commit(&n->cfg, n->self, path, &rp);
+	/* The clients' sessions first: a committed point has its file. */
+	int rc = sessions_keep(&n->cfg, n->self, rp.index,
+			       __atomic_load_n(&n->point_conn, __ATOMIC_ACQUIRE));
+	if (rc < 0) {
+		snprintf(why, whylen, "cannot keep the clients' sessions: %s", strerror(-rc));
+		return -1;
+	}
+	rc = recovery_commit(&n->cfg, n->self, path, &rp);
 	if (rc) {
 		snprintf(why, whylen, "cannot keep it as the recovery point: %s", strerror(-rc));
 		return -1;
 	}
+	sessions_prune(&n->cfg, n->self, rp.index);
 	publish(n, &rp);
 	store64(&n->status->snap_bytes, rp.bytes);
 	pr_info("snapshot at entry %llu (%.1f MB): the recovery point", (unsigned long long)rp.index,

@@ -431,3 +431,15 @@ int replay_absorb(struct replay *r, struct replay_tap *t, const struct iovec *io
 	pthread_mutex_unlock(&r->out_lock);
 	return 1;
 }
+
+int replay_tap_conn(struct replay *r, struct replay_tap *t, struct viewstamp *vs)
+{
+	int live;
+
+	pthread_mutex_lock(&r->out_lock);
+	live = t->conn && !__atomic_load_n(&t->conn->dead, __ATOMIC_RELAXED);
+	if (live)
+		*vs = t->conn->vs;
+	pthread_mutex_unlock(&r->out_lock);
+	return live;
+}

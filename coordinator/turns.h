@@ -63,6 +63,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "entry.h"
+
 struct replay;
 struct replay_tap;
 
@@ -90,6 +92,8 @@ size_t replay_gate_wait(struct replay *r, struct replay_tap *t, size_t want, int
 void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n);
 /* The server closed its end. */
 void replay_tap_close(struct replay *r, struct replay_tap *t);
+/* The connection T serves now: 1 with *VS, or 0 (none, or closed). */
+int replay_tap_conn(struct replay *r, struct replay_tap *t, struct viewstamp *vs);
 
 /* thread_order = requests: the calling thread asks for input again (it
  * waits for events, or reads after it wrote its reply): the request it

@@ -49,6 +49,10 @@ struct fd_slot {
 	int ra_retry;		/* told EAGAIN to keep log order: report it ready */
 	int ra_epoll;		/* an epoll set of the server's that watches clients */
 	int waker;		/* such a set on a backup: its replay waker + 1 (inplace.c) */
+	/* FD_CLIENT and FD_REPLAY (point_conns.c): the connection it served
+	 * at the snapshot fork numbered FORK_GEN. */
+	struct viewstamp fork_conn;
+	uint32_t fork_gen;
 };
 
 #define FD_CHUNK_BITS 12

@@ -259,6 +259,7 @@ static void shim_init(void)
 	}
 	node_set_input_pending(shim_node, readahead_pending);
 	node_set_point_cut(shim_node, answers_cut);
+	node_set_point_conn(shim_node, point_conns_at_fork);
 	if (input_random_init(node_config(shim_node), err, sizeof(err)))
 		pr_err("%s", err);
 	shim_mode = MODE_ACTIVE;
@@ -297,9 +298,12 @@ APUS_EXPORT pid_t fork(void)
 	/* A snapshot under way learns which state the child holds. */
 	if (active)
 		snapshot = node_snapshot_fork(shim_node);
-	/* A leader's point: which clients it may cut a request of. */
-	if (snapshot)
+	/* A leader's point: which clients it may cut a request of.  Any
+	 * point: which connection each descriptor serves (sessions.h). */
+	if (snapshot) {
 		answers_fork();
+		point_conns_fork();
+	}
 	pid = real.fork();
 	/* The child (Redis's BGSAVE, say) is not the replica: it has none of
 	 * our threads and must never propose.  Nor may it hold the node's

@@ -90,6 +90,12 @@ void answers_reset(struct fd_slot *s);
 void answers_fork(void);
 int answers_cut(struct viewstamp *first);
 
+/* (point_conns.c) The server forks for a recovery point: which
+ * connection each descriptor serves is kept; and what FD served then, for
+ * node_set_point_conn. */
+void point_conns_fork(void);
+int point_conns_at_fork(int fd, struct viewstamp *vs);
+
 /* Leader (readahead.c): whether it reads ahead now; its epoll_wait();
  * whether bytes read ahead wait for the server (node.input_pending). */
 int readahead_active(void);

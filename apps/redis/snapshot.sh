@@ -28,6 +28,12 @@
 # trace in CLIENT LIST: apus's own check at the fork covers a client it
 # had not answered yet.)
 #
+# The same list gives the clients' sessions at the fork: a client that
+# SELECTed a database other than 0 is written to $APUS_SESSIONS_FILE as
+# its descriptor and a SELECT, which a node restarting from this point
+# sends first on its own connection for that client
+# (coordinator/sessions.h).
+#
 # It never outlives its server for long: a server that stops answering
 # (killed, or stopped by a signal) ends it within seconds, and it gives up
 # after SNAPSHOT_TIMEOUT_S (600) seconds in all.
@@ -48,7 +54,7 @@ python=python3
 # no client is caught.  A held backup's clients do not move on.)
 fork_listed() {
 	timeout 10 "$python" -c '
-import socket, sys, time
+import os, socket, sys, time
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
 f = s.makefile("rb")
@@ -82,6 +88,14 @@ clients, bgsave = reply(), reply()
 print(bgsave)
 for why in caught(clients):
     print(why)
+sessions = os.environ.get("APUS_SESSIONS_FILE")
+if sessions:
+    with open(sessions, "w") as out:
+        for line in clients.splitlines():
+            c = dict(w.split("=", 1) for w in line.split() if "=" in w)
+            if c.get("id") != me and int(c.get("fd", -1)) >= 0 and c.get("db", "0") != "0":
+                db = c["db"].encode()
+                out.write("%s %s\n" % (c["fd"], (b"*2\r\n$6\r\nSELECT\r\n$%d\r\n%s\r\n" % (len(db), db)).hex()))
 ' "$sock"
 }
 

@@ -289,3 +289,57 @@ time.sleep(110)' "$(node_host "$lead")" "$(app_port "$lead")" "$out" 3>&- &
 	wait
 	wait_digests_equal "$CONF" 60
 }
+
+# all_points_past IDX - every node has a recovery point at entry IDX or later.
+function all_points_past() {
+	local n j
+	j=$(status_json) || return 1
+	for n in $(conf_nodes "$CONF"); do
+		[ "$(status_node "$j" "$n" snapshot_index)" -ge "$1" ] || return 1
+	done
+}
+
+# points_past IDX - every node is asked for a recovery point, and has one
+# at entry IDX or later.
+function points_past() {
+	local n
+	for n in $(conf_nodes "$CONF"); do touch "$(data_dir "$n")/apus.snapshot.request"; done
+	retry 100 0.1 all_points_past "$1"
+}
+
+@test "a client's SELECTed database is carried by recovery points: after kill -9 of all, its later writes are in its database" {
+	local lead go="$BATS_TEST_TMPDIR/go" out="$BATS_TEST_TMPDIR/out" commit n pids=()
+	lead=$(leader_id)
+	timeout 120 /usr/bin/python3 -c '
+import os, socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+def ask(req, want):
+    s.sendall(req)
+    got = b""
+    while len(got) < len(want):
+        got += s.recv(100)
+    assert got == want, got
+ask(b"SELECT 7\r\nSET sel:1 a\r\n", b"+OK\r\n+OK\r\n")
+open(sys.argv[4], "w").write("selected\n")
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.02)
+ask(b"SET sel:2 b\r\n", b"+OK\r\n")
+open(sys.argv[4], "w").write("done\n")
+time.sleep(100)' "$(node_host "$lead")" "$(app_port "$lead")" "$go" "$out" 3>&- &
+	retry 100 0.05 grep -q selected "$out" || fail "the client did not SELECT"
+	commit=$(status_node "$(status_json)" "$lead" commit)
+	points_past "$commit" || fail "no recovery point at entry $commit or later on every node: $(status_json)"
+	touch "$go"
+	retry 100 0.05 grep -q done "$out" || fail "the second SET was not answered"
+	for n in $(conf_nodes "$CONF"); do pids+=("$(redis_pid "$n")"); done
+	kill -KILL "${pids[@]}"
+	kill %1 2>/dev/null || true
+	wait
+	wait_pids_gone 5 "${pids[@]}" || fail "processes left: ${pids[*]}"
+	start_cluster "$CONF"
+	for n in $(conf_nodes "$CONF"); do
+		retry 100 0.1 eval '[ "$(admin "$n" -n 7 GET sel:2)" = b ]' ||
+			fail "node $n: db 7 holds sel:2 = '$(admin "$n" -n 7 GET sel:2)', db 0 '$(admin "$n" GET sel:2)'"
+	done
+	wait_digests_equal "$CONF" 60
+}
