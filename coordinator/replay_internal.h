@@ -55,7 +55,8 @@ struct turn {
 	uint64_t stamp_ms;	/* its entry's input clock (input_clock.h) */
 	uint64_t idx;		/* its entry, the key of the server's random draws */
 	/* ENTRY_F_ANSWERED: not for the server while its tap is unanswered
-	 * (turn_waits_answer). */
+	 * (turn_waits_answer); cleared once the server read part of it: the
+	 * rest is the same read of the leader's, answered or not. */
 	uint32_t after_answer;
 	/* thread_order = requests: taken whole, but the thread that took it
 	 * has not asked for input since (its request runs); the head stays. */
@@ -71,7 +72,8 @@ struct turn {
  * our server has not answered its connection yet: S waits. */
 static inline int turn_waits_answer(const struct turn *s)
 {
-	return s->after_answer && __atomic_load_n(&s->tap->unanswered, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&s->after_answer, __ATOMIC_ACQUIRE) &&
+	       __atomic_load_n(&s->tap->unanswered, __ATOMIC_ACQUIRE);
 }
 
 struct rconn {

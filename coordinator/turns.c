@@ -83,7 +83,8 @@ static void request_reads_on(struct replay *r, struct replay_tap *t)
 		next = &r->sched[(h + 1) % SCHED_SIZE];
 		/* (Not a request the leader's server read only after it
 		 * answered this one.) */
-		if (next->tap == t && next->gen == t->gen && !next->after_answer) {
+		if (next->tap == t && next->gen == t->gen &&
+		    !__atomic_load_n(&next->after_answer, __ATOMIC_ACQUIRE)) {
 			replay_request_done(r);
 			return;
 		}
@@ -192,9 +193,13 @@ size_t replay_gate_wait(struct replay *r, struct replay_tap *t, size_t want, int
 }
 
 /* The server read input of T's connection, of turn S: it owes an answer
- * (replay_mid_requests), until it writes to T (replay_absorb). */
-static void tap_heard(struct replay_tap *t, const struct turn *s)
+ * (replay_mid_requests), until it writes to T (replay_absorb).  The rest
+ * of S no longer waits for one: a server that reads a turn in two parts
+ * (its read buffer is smaller than the leader's read was) would
+ * otherwise wait on itself. */
+static void tap_heard(struct replay_tap *t, struct turn *s)
 {
+	__atomic_store_n(&s->after_answer, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&t->read_stamp_ms, s->stamp_ms, __ATOMIC_RELAXED);
 	__atomic_store_n(&t->unanswered, 1, __ATOMIC_RELEASE);
 }
