@@ -7,7 +7,7 @@
  * when the socket holds more, turns follow the log's order across
  * connections and each connection's own order, and the end of stream is
  * a turn of its own; input the leader's server got after answering waits
- * for ours to answer.
+ * for ours to answer, unless ours began reading it.
  * In place (the server watches the connections with epoll, and so a new
  * connection's input before it watches that one too): the ready fds
  * are the held turns in log order, stopping before a second turn of one
@@ -185,7 +185,8 @@ static void srv_write(struct srv_conn *c, const char *bytes)
 /* Input the leader's server read only after it had answered the input
  * before (ENTRY_F_ANSWERED) waits until ours has too; input it read
  * without an answer in between (the rest of a request, a pipeline) does
- * not; nor does another connection's. */
+ * not; nor does another connection's; nor the rest of a turn ours began
+ * to read. */
 static void answers(void)
 {
 	uint64_t a_idx, b_idx;
@@ -210,6 +211,25 @@ static void answers(void)
 	srv_write(&a, "r2");
 	CHECK(srv_read(&a, (char[8]){ 0 }, 8) == 0, "A's end of stream");
 	CHECK(!replay_maintain(r), "turns left after every read");
+	replay_tap_close(r, a.tap);
+	close(a.fd);
+	replay_tap_close(r, b.tap);
+	close(b.fd);
+
+	/* A flagged turn our server reads in two parts (its read is smaller
+	 * than the leader's was): the rest does not wait for an answer to
+	 * the first part. */
+	a = open_conn(&a_idx);
+	exec(ENTRY_RECV, a_idx, "q1");
+	exec_flagged(ENTRY_RECV, ENTRY_F_ANSWERED, a_idx, "q2-long");
+	expect_read(&a, 100, "q1", __LINE__);
+	srv_write(&a, "r1");
+	expect_read(&a, 3, "q2-", __LINE__);
+	expect_read(&a, 100, "long", __LINE__);
+	CHECK(!replay_maintain(r), "turns left after every read");
+	replay_tap_close(r, a.tap);
+	close(a.fd);
+	b = open_conn(&b_idx);
 	replay_tap_close(r, a.tap);
 	close(a.fd);
 	replay_tap_close(r, b.tap);
