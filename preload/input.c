@@ -215,8 +215,13 @@ APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	ssize_t n;
 
 	real_resolve();
-	if (!(s = shim_tracked(fd)))
+	/* shim_tracked(), with a random device told apart (as in read()). */
+	s = shim_enter() ? fd_lookup(fd) : 0;
+	if (!s || s->kind < FD_CLIENT) {
+		if (s && s->kind == FD_RANDOM_DEVICE)
+			return random_device_readv(fd, s, iov, iovcnt);
 		return real.readv(fd, iov, iovcnt);
+	}
 	request_order_before_read(fd, s, 0);
 	n = readv_tracked(fd, s, iov, iovcnt);
 	request_order_after_read(s, n);

@@ -283,3 +283,20 @@ ssize_t random_device_read(int fd, struct fd_slot *s, void *buf, size_t len)
 	input_random_fill(buf, len);
 	return (ssize_t)len;
 }
+
+ssize_t random_device_readv(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt)
+{
+	ssize_t total = 0;
+
+	if (!is_device_fd(fd)) {
+		s->kind = FD_UNKNOWN;
+		return real.readv(fd, iov, iovcnt);
+	}
+	if (!from_log())
+		return real.readv(fd, iov, iovcnt);
+	for (int i = 0; i < iovcnt; i++) {
+		input_random_fill(iov[i].iov_base, iov[i].iov_len);
+		total += (ssize_t)iov[i].iov_len;
+	}
+	return total;
+}

@@ -76,6 +76,7 @@ int epoll_merge_events(struct epoll_event *ev, int first, int n);
 /* A read() of a random device S marks (random.c): the log's numbers in
  * an input's window. */
 ssize_t random_device_read(int fd, struct fd_slot *s, void *buf, size_t len);
+ssize_t random_device_readv(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt);
 
 /* Leader (answers.c): the server read input of client S, stamped
  * STAMP_MS, or wrote to it; S is a new connection; the server forks for

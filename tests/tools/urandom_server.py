@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """A line server for tests that draws random numbers the ways C servers do
 besides getrandom(): /dev/urandom read with open() and read() (slapd's
-lutil_entropy), lrand48() seeded with its pid and the time at start, and
+lutil_entropy) or readv(), lrand48() seeded with its pid and the time at start, and
 arc4random(); a thread per connection.
 
 usage: urandom_server.py ADDRESS PORT
 
-It answers each line "urandom" (16 bytes of the device, in hex),
+It answers each line "urandom" or "urandomv" (16 bytes of the device, in
+hex, read with read() or with readv() into two buffers),
 "lrand48" or "arc4random" (the number) with its draw, which it also
 appends to draws.log in the working directory (the replica's state, for
 the test to compare).  Other lines are answered "?"."""
@@ -29,8 +30,19 @@ def urandom():
         os.close(fd)
 
 
+def urandomv():
+    fd = os.open("/dev/urandom", os.O_RDONLY)
+    try:
+        parts = [bytearray(8), bytearray(8)]
+        os.readv(fd, parts)
+        return b"".join(parts).hex()
+    finally:
+        os.close(fd)
+
+
 DRAWS = {
     b"urandom": urandom,
+    b"urandomv": urandomv,
     b"lrand48": lambda: str(libc.lrand48()),
     b"arc4random": lambda: str(libc.arc4random()),
 }
