@@ -16,19 +16,9 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include "hex.h"
 #include "logger.h"
 #include "sys.h"
-
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 int admit_key_load(const char *path, struct admit_key *k, char *err, size_t errlen)
 {
@@ -54,7 +44,7 @@ int admit_key_load(const char *path, struct admit_key *k, char *err, size_t errl
 		n--;
 	rc = n == 2 * ADMIT_KEY_LEN ? 0 : -EINVAL;
 	for (int i = 0; !rc && i < ADMIT_KEY_LEN; i++) {
-		int hi = hexval(text[2 * i]), lo = hexval(text[2 * i + 1]);
+		int hi = hex_digit(text[2 * i]), lo = hex_digit(text[2 * i + 1]);
 		/* Not a digit: -1, and -1 << 4 is undefined (found by fuzzing). */
 		if (hi < 0 || lo < 0)
 			rc = -EINVAL;

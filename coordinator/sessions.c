@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hex.h"
 #include "logger.h"
 #include "sys.h"
 
@@ -33,24 +34,13 @@ static int point_file(const struct apus_config *cfg, int node, uint64_t index, c
 	return config_node_path(cfg, node, name, out, PATH_MAX) ? -ENAMETOOLONG : 0;
 }
 
-static int hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Whether HEX (to its end or a newline) is whole bytes of hex digits. */
 static int is_hex(const char *hex, size_t *len)
 {
 	size_t i;
 
 	for (i = 0; hex[i] && hex[i] != '\n'; i++)
-		if (hex_value(hex[i]) < 0)
+		if (hex_digit(hex[i]) < 0)
 			return 0;
 	*len = i / 2;
 	return i && !(i % 2);
@@ -162,7 +152,7 @@ struct sessions *sessions_load(const struct apus_config *cfg, int node, uint64_t
 		if (*hex != ' ' || !is_hex(hex + 1, &len) || !(e.prelude = malloc(len)))
 			continue;
 		for (size_t i = 0; i < len; i++)
-			e.prelude[i] = (char)(hex_value(hex[1 + 2 * i]) << 4 | hex_value(hex[2 + 2 * i]));
+			e.prelude[i] = (char)(hex_digit(hex[1 + 2 * i]) << 4 | hex_digit(hex[2 + 2 * i]));
 		e.len = len;
 		if (s->n == room) {
 			struct session *v = realloc(s->v, (room = room ? 2 * room : 16) * sizeof(*v));

@@ -20,14 +20,7 @@ static struct apus_config cfg;
 
 static void put(const char *name, const char *text)
 {
-	char path[PATH_MAX];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "w");
-	CHECK(f, "cannot write %s", path);
-	fputs(text, f);
-	fclose(f);
+	CHECK(!testdir_put(dir, name, text), "cannot write %s in %s", name, dir);
 }
 
 static const char *get(const char *name)

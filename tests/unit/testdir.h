@@ -16,4 +16,17 @@ static inline int testdir_remove(const char *dir)
 	return system(cmd);
 }
 
+/* Writes TEXT to the file NAME in DIR; 0, or -1 with errno. */
+static inline int testdir_put(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (!(f = fopen(path, "w")))
+		return -1;
+	fputs(text, f);
+	return fclose(f);
+}
+
 #endif
