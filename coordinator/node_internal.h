@@ -108,6 +108,9 @@ struct node {
 	int snap_mid_conns;
 	struct viewstamp snap_mid_vs;
 	uint64_t snap_mid_since_ns, snap_mid_last_ns;
+	/* Someone asked for a point (SNAPSHOT_REQUEST_FILE): it stands through
+	 * refusals (a client mid-request) until one is taken or fails. */
+	int snap_asked;
 	uint64_t snap_idx, snap_pos;	/* atomic: the recovery point (0: none) */
 	int recoverable;	/* its snapshot and log rebuild its state (atomic) */
 	/* atomic: snapshot_load_cmd has yet to put the recovery point into

@@ -645,10 +645,13 @@ static int due(struct node *n, uint64_t last_ns)
 		end = __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED);
 		top = __atomic_load_n(&n->applied, __ATOMIC_RELAXED);
 	}
-	int asked = requested(n);
-	if (top <= __atomic_load_n(&n->snap_idx, __ATOMIC_ACQUIRE))
+	if (requested(n))
+		n->snap_asked = 1;
+	if (top <= __atomic_load_n(&n->snap_idx, __ATOMIC_ACQUIRE)) {
+		n->snap_asked = 0;	/* the point there is as new as it gets */
 		return 0;
-	if (asked)
+	}
+	if (n->snap_asked)
 		return 1;
 	if (end >= snap && end - snap >= n->cfg.snapshot_log_bytes)
 		return 1;
@@ -762,6 +765,7 @@ static void *snap_main(void *arg)
 		if (rc) {
 			/* For apus status: why this node has no newer recovery point. */
 			set_error(n, why);
+			n->snap_asked = 0;
 			if (!n->status->snap_failures++ || retry_ns >= RETRY_MAX_NS)
 				pr_warn("snapshot failed (%s); trying again in %llu s", why,
 					(unsigned long long)(retry_ns / 1000000000ULL));
@@ -772,6 +776,7 @@ static void *snap_main(void *arg)
 		last_ns = now_ns();
 		retry_ns = RETRY_MIN_NS;
 		n->snap_mid_since_ns = 0;
+		n->snap_asked = 0;
 		n->status->snap_failures = 0;
 		n->status->snap_error[0] = '\0';
 		n->status->snap_count++;

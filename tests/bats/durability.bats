@@ -231,6 +231,12 @@ open(sys.argv[4], "w").write(s.recv(100).decode())' "$(node_host "$lead")" "$(ap
 		wait
 		[ -z "$seen" ] || break
 	done
+	# The ask stands through the refusal: a point follows once the
+	# client is done, without another ask.
+	local commit
+	commit=$(status_node "$(status_json)" "$lead" commit)
+	retry 100 0.1 eval '[ "$(status_node "$(status_json)" "$node" snapshot_index)" -ge "$commit" ]' ||
+		fail "node $node took no point after the refused one (entry $commit): $(status_json)"
 	# The node stops (another leads) and comes back from its own point.
 	run timeout 60 "$APUS" stop --config "$CONF" --node "$node" 3>&-
 	assert_eq "$status" 0 "apus stop --node $node: $output"
