@@ -12,7 +12,8 @@
  * the server's descriptor of it at the fork, and the input that puts a
  * fresh connection in that state (apps/redis/snapshot.sh: "SELECT 7").
  * The node turns each descriptor into the connection it served at the
- * fork (the shim kept them: node_set_point_conn) and keeps, beside the
+ * fork (the shim kept them: node_set_point_conn; so only a command that
+ * makes the server fork may name sessions) and keeps, beside the
  * recovery point of entry <index>,
  *
  *     <data_dir>/apus.sessions.<index>   lines "<view> <idx> <prelude in hex>"
