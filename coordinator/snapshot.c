@@ -595,9 +595,10 @@ static int take(struct node *n, char *why, size_t whylen)
 			 (unsigned long long)rp.index);
 		return -1;
 	}
-	/* The clients' sessions first: a committed point has its file. */
+	/* The clients' sessions first: a committed point has its file.  Their
+	 * descriptors are the fork's (no fork: none can be named). */
 	int rc = sessions_keep(&n->cfg, n->self, rp.index,
-			       __atomic_load_n(&n->point_conn, __ATOMIC_ACQUIRE));
+			       forks == 1 ? __atomic_load_n(&n->point_conn, __ATOMIC_ACQUIRE) : NULL);
 	if (rc < 0) {
 		snprintf(why, whylen, "cannot keep the clients' sessions: %s", strerror(-rc));
 		return -1;
