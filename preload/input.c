@@ -177,9 +177,7 @@ APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 	ssize_t n;
 
 	real_resolve();
-	/* shim_tracked(), with a random device (random.c) told apart in the
-	 * same lookup. */
-	s = shim_enter() ? fd_lookup(fd) : 0;
+	s = shim_slot(fd);
 	if (!s || s->kind < FD_CLIENT) {
 		if (s && s->kind == FD_RANDOM_DEVICE)
 			return random_device_read(fd, s, buf, len);
@@ -215,8 +213,7 @@ APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	ssize_t n;
 
 	real_resolve();
-	/* shim_tracked(), with a random device told apart (as in read()). */
-	s = shim_enter() ? fd_lookup(fd) : 0;
+	s = shim_slot(fd);
 	if (!s || s->kind < FD_CLIENT) {
 		if (s && s->kind == FD_RANDOM_DEVICE)
 			return random_device_readv(fd, s, iov, iovcnt);

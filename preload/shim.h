@@ -36,14 +36,18 @@ static inline int shim_enter(void)
 	return __atomic_load_n(&shim_mode, __ATOMIC_RELAXED) != MODE_PASSTHROUGH;
 }
 
+/* The slot of FD, of any kind, when the shim acts at all, else NULL
+ * (read() and readv() tell a random device apart in this one lookup). */
+static inline struct fd_slot *shim_slot(int fd)
+{
+	return shim_enter() ? fd_lookup(fd) : 0;
+}
+
 /* The slot of FD when it is a connection we act on, else NULL. */
 static inline struct fd_slot *shim_tracked(int fd)
 {
-	struct fd_slot *s;
+	struct fd_slot *s = shim_slot(fd);
 
-	if (!shim_enter())
-		return 0;
-	s = fd_lookup(fd);
 	return s && s->kind >= FD_CLIENT ? s : 0;
 }
 
