@@ -19,7 +19,7 @@ static const char *const divergence_names[] = { "report", "unhealthy", "repair" 
 static const char *const randomness_names[] = { "log", "machine" };
 static const char *const thread_order_names[] = { "reads", "requests" };
 static const char *const member_names[] = { "voter", "learner", "removed" };
-static const char *const snapshot_connections_names[] = { "any", "none" };
+static const char *const snapshot_connections_names[] = { "any", "none", "stateless" };
 
 const char *member_role_name(int member)
 {
@@ -234,7 +234,7 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 	if (!strcmp(k, "snapshot_leader"))
 		return parse_name(p, k, v, on_off_names, 2, &c->snapshot_leader);
 	if (!strcmp(k, "snapshot_connections"))
-		return parse_name(p, k, v, snapshot_connections_names, 2,
+		return parse_name(p, k, v, snapshot_connections_names, 3,
 				  &c->snapshot_connections);
 	if (!strcmp(k, "snapshot_load_cmd"))
 		return copy_str(p, k, v, c->snapshot_load_cmd, sizeof(c->snapshot_load_cmd));

@@ -29,8 +29,10 @@
  *             held backups take snapshots; two of them are the majority)
  *   snapshot_load_cmd = ...   (puts snapshot_file into a server that loads
  *             nothing by itself, before the node executes the log after it)
- *   snapshot_connections = any|none  (none: recovery points only where no
- *             client connection is open: servers with sessions)
+ *   snapshot_connections = any|none|stateless  (none: recovery points only
+ *             where no client connection is open: servers with sessions;
+ *             stateless: even inside a request, for servers whose
+ *             requests leave nothing behind: clamd's scans)
  *   secret_file = apus.key    (tcp/rdma peer admission, see admission.h)
  *   verify_cmd = {config_dir}/verify.txt  (apus verify's default sweep: a
  *             file of bytes it sends through the leader; guard/verify.c)
@@ -59,7 +61,11 @@
 #define APUS_MAX_NODES 8
 
 enum fsync_policy { FSYNC_NONE = 0, FSYNC_BATCH, FSYNC_ALWAYS };
-enum snapshot_connections { SNAPSHOT_CONNECTIONS_ANY = 0, SNAPSHOT_CONNECTIONS_NONE };
+enum snapshot_connections {
+	SNAPSHOT_CONNECTIONS_ANY = 0,
+	SNAPSHOT_CONNECTIONS_NONE,
+	SNAPSHOT_CONNECTIONS_STATELESS,
+};
 /* What the log orders across a server's threads.  READS: each thread's
  * reads of replicated input follow the log.  REQUESTS: moreover a thread
  * that got input runs alone until it asks for more, so requests execute
@@ -174,7 +180,12 @@ struct apus_config {
 	 * entry where no client connection is open on it.  For servers whose
 	 * connections hold state a snapshot does not (MariaDB's sessions:
 	 * the handshake, transactions, prepared statements), which a server
-	 * started from the snapshot could not continue. */
+	 * started from the snapshot could not continue.
+	 * SNAPSHOT_CONNECTIONS_STATELESS: a point may fall inside a client's
+	 * request too (never refused for it, snapshot.c): for servers whose
+	 * requests change no state (clamd's scans), so that a node started
+	 * from the point loses nothing but that request's reply, which the
+	 * leader gave. */
 	int snapshot_connections;
 	/* Each node snapshots itself (coordinator/snapshot.c) once its log
 	 * went this far past its last snapshot, and/or this often. */

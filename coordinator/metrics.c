@@ -405,7 +405,7 @@ static void *metrics_main(void *arg)
 			p[np] = (struct pollfd){ c->fd, c->out ? POLLOUT : POLLIN, 0 };
 			slot[np++] = i;
 		}
-		int rc = poll(p, (nfds_t)np, (int)((next - now) / 1000000ULL) + 1);
+		int rc = sys.poll(p, (nfds_t)np, (int)((next - now) / 1000000ULL) + 1);
 		if (rc < 0 && errno != EINTR) {
 			pr_perror("poll failed; the metrics endpoint stops");
 			break;

@@ -174,13 +174,18 @@ int node_snapshot_running(struct node *n)
 }
 
 /* A point where a client had a request read in part (WHICH says who) is
- * refused, unless points have been refused for that for
+ * refused (but with snapshot_connections = stateless), unless points have
+ * been refused for that for
  * MID_REQUEST_GIVE_UP_NS in a row: then 0, and the log says so.  (A run
  * ends with a point taken, or a second without refusals: our checks and
  * snapshot_cmd's may refuse in turn, so one passing does not end it.) */
 static int mid_request_refused(struct node *n, const char *which, uint64_t idx)
 {
 	uint64_t now = now_ns();
+
+	/* Its requests leave nothing behind: a point may cut one. */
+	if (n->cfg.snapshot_connections == SNAPSHOT_CONNECTIONS_STATELESS)
+		return 0;
 
 	/* (In a row: the last refusal a moment ago.) */
 	if (!n->snap_mid_since_ns || now - n->snap_mid_last_ns > MID_REQUEST_RUN_NS)
@@ -417,7 +422,7 @@ static int run_cmd(struct node *n, const char *cmd_t, const char *what)
 			kill(-pid, SIGKILL);
 			break;
 		}
-		if (poll(&p, 1, 100) <= 0)
+		if (sys.poll(&p, 1, 100) <= 0)
 			continue;
 		ssize_t r = sys.read(pfd[0], line + got, sizeof(line) - 1 - got);
 		if (r <= 0)

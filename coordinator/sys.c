@@ -35,6 +35,8 @@ struct socket_calls sys = {
 	.epoll_ctl = epoll_ctl,
 	.epoll_wait = epoll_wait,
 	.epoll_pwait = epoll_pwait,
+	.poll = poll,
+	.ppoll = ppoll,
 	.clock_gettime = clock_gettime,
 	.gettimeofday = gettimeofday,
 	.time = time,
@@ -66,7 +68,7 @@ void sys_use(const struct socket_calls *calls)
 	USE(accept); USE(accept4); USE(listen); USE(read); USE(readv); USE(recv);
 	USE(recvfrom); USE(recvmsg); USE(write); USE(writev); USE(send); USE(sendto);
 	USE(sendmsg); USE(close); USE(shutdown); USE(fork); USE(epoll_ctl);
-	USE(epoll_wait); USE(epoll_pwait); USE(clock_gettime);
+	USE(epoll_wait); USE(epoll_pwait); USE(poll); USE(ppoll); USE(clock_gettime);
 	USE(gettimeofday); USE(time); USE(getrandom); USE(getentropy); USE(rand);
 	USE(random); USE(drand48); USE(lrand48); USE(mrand48); USE(arc4random);
 	USE(arc4random_buf); USE(arc4random_uniform); USE(fopen); USE(fopen64); USE(open); USE(open64); USE(openat);

@@ -11,6 +11,7 @@
 #ifndef APUS_SYS_H
 #define APUS_SYS_H
 
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,6 +43,8 @@ struct socket_calls {
 	int (*epoll_ctl)(int, int, int, struct epoll_event *);
 	int (*epoll_wait)(int, struct epoll_event *, int, int);
 	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
 	/* The wall clock is interposed too (preload/clock.c): inside a window
 	 * of logged input it is that input's stamp (input_clock.h). */
 	int (*clock_gettime)(clockid_t, struct timespec *);

@@ -467,7 +467,7 @@ static int step(struct conn *c, enum rdma_cm_event_type want, void *pd, size_t *
 			return neg_errno();
 		if (now >= end)
 			return -ETIMEDOUT;
-		poll(&p, 1, (int)((end - now + 999999) / 1000000));
+		sys.poll(&p, 1, (int)((end - now + 999999) / 1000000));
 	}
 	type = ev->event;
 	status = ev->status;
@@ -1214,7 +1214,7 @@ static int rdma_block(void *arg, int timeout_us)
 		struct pollfd p[3] = {
 			{ s->rch->fd, POLLIN, 0 }, { s->ech->fd, POLLIN, 0 }, { s->evfd, POLLIN, 0 }
 		};
-		poll(p, 3, timeout_us < 1000 ? 1 : timeout_us / 1000);
+		sys.poll(p, 3, timeout_us < 1000 ? 1 : timeout_us / 1000);
 		if (p[0].revents)
 			drain_cq_events(s);
 		rx_drain(s->evfd);

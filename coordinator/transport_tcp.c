@@ -309,7 +309,7 @@ static int recv_timed(struct tcp_transport *s, int fd, void *buf, size_t len, in
 
 		if (now >= end)
 			return -ETIMEDOUT;
-		if (poll(p, 2, (int)((end - now) / 1000000ULL) + 1) < 0 && errno != EINTR)
+		if (sys.poll(p, 2, (int)((end - now) / 1000000ULL) + 1) < 0 && errno != EINTR)
 			return -errno;
 		if (p[1].revents)
 			tcp_poll(&s->t);
@@ -399,7 +399,7 @@ static int tcp_connect(struct transport *t, int peer)
 	struct pollfd p = { fd, POLLOUT, 0 };
 	int err = 0;
 	socklen_t elen = sizeof(err);
-	if (poll(&p, 1, 100) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err) {
+	if (sys.poll(&p, 1, 100) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err) {
 		sys.close(fd);
 		return connect_failed(s, peer, err, strerror(err ? err : ETIMEDOUT));
 	}
@@ -933,7 +933,7 @@ static int tcp_check(struct transport *t, int peer)
 	if (fd < 0)
 		return -ENOTCONN;
 	/* The peer never sends on our connection: readable means it closed. */
-	if (poll(&p, 1, 0) == 0)
+	if (sys.poll(&p, 1, 0) == 0)
 		return 0;
 	pthread_mutex_lock(&o->lock);
 	out_drop(o);

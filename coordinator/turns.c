@@ -159,6 +159,23 @@ size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want)
 	return want < s->remaining ? want : (size_t)s->remaining;
 }
 
+int replay_tap_ready(struct replay *r, struct replay_tap *t)
+{
+	const struct turn *s;
+	uint64_t h;
+
+	if (__atomic_load_n(&t->free_bytes, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&t->free_eof, __ATOMIC_ACQUIRE))
+		return 1;
+	/* The server closed it meanwhile, or this node leads now: the socket
+	 * says what there is. */
+	if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TAP_CLAIMED || node_serving(r->n))
+		return 1;
+	s = sched_head(r, &h);
+	return s && s->tap == t && s->gen == t->gen && !__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) &&
+	       !turn_waits_answer(s);
+}
+
 size_t replay_gate_wait(struct replay *r, struct replay_tap *t, size_t want, int blocking)
 {
 	uint64_t start = now_ns(), h;

@@ -88,6 +88,11 @@ size_t replay_gate(struct replay *r, struct replay_tap *t, size_t want);
  * replay_gate()'s answer then, or REPLAY_GATE_HELD.  Not for connections in an epoll set:
  * epoll reports their turns. */
 size_t replay_gate_wait(struct replay *r, struct replay_tap *t, size_t want, int blocking);
+/* For a server that waits in poll() rather than epoll (preload/poll.c):
+ * 1 when a read of T now would get bytes or its end (its turn is at the
+ * head, or bytes of it are free), 0 when the read would be refused.  No
+ * side effects, unlike replay_gate. */
+int replay_tap_ready(struct replay *r, struct replay_tap *t);
 /* After it read: N > 0 bytes, or end of stream (N == 0). */
 void replay_tap_read(struct replay *r, struct replay_tap *t, ssize_t n);
 /* The server closed its end. */

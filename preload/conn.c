@@ -92,6 +92,7 @@ static int admit(int fd)
 		s->closed_logged = 0;
 		s->out = (struct out_hash){ 0, 0 };
 		s->heard = 0;
+		s->polled = 0;
 		answers_reset(s);
 		readahead_reset(s);
 		s->kind = FD_CLIENT;

@@ -34,6 +34,9 @@ struct fd_slot {
 	uint32_t unanswered, point_watch, point_cut;
 	uint64_t heard_stamp_ms;
 	uint64_t room_wait_ns;	/* FD_CLIENT on a leader: its input waits for room since (0: not) */
+	/* FD_CLIENT: a poll() of the server's reported it readable (poll.c): a
+	 * server that takes EAGAIN after that for an error on the connection. */
+	uint32_t polled;
 	/* FD_CLIENT and FD_REPLAY: */
 	int ep_set;		/* the epoll set watching it for input, plus 1 (0: none) */
 	uint32_t ep_events;	/* and what it registered there */

@@ -60,11 +60,46 @@ static size_t gate(int fd, struct fd_slot *s, size_t want, int flags)
 	return cap;
 }
 
+/* Whether the shim would refuse a read of S (FD) now, though the kernel
+ * has input for it: a backup's replay connection out of turn, or a
+ * leader's client whose input finds no room in the log (room_for).  No
+ * side effects: poll() asks it (poll.c). */
+int input_refused_now(int fd, struct fd_slot *s)
+{
+	char byte;
+
+	if (s->kind == FD_REPLAY)
+		return !node_serving(shim_node) && node_replay(shim_node) &&
+		       !replay_tap_ready(node_replay(shim_node), s->tap);
+	if (s->kind != FD_CLIENT || !node_serving(shim_node) ||
+	    node_input_room(shim_node, 0, !answers_flags(s)) ||
+	    !(fcntl(fd, F_GETFL) & O_NONBLOCK) ||
+	    /* There the read ends a session that waits too long (room_for). */
+	    node_config(shim_node)->snapshot_connections == SNAPSHOT_CONNECTIONS_NONE)
+		return 0;
+	/* A client that left: its end of stream needs no room. */
+	return real.recvfrom(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) != 0;
+}
+
 #define IOV_CAP 64
 #define ROOM_WAIT_US 1000
 /* snapshot_connections = none: how long a client's input may wait for room
  * before its connection is ended (see room_for). */
 #define ROOM_RESET_NS (1000 * 1000000ULL)
+
+/* A client whose server polls (poll.c) takes EAGAIN on a read after poll()
+ * said readable for an error on the connection (clamd drops it): its read
+ * waits for room instead, as a blocking one does, where the log is freed
+ * by the backups' points rather than by this server's own fork, which the
+ * waiting thread could be the one to make (and not where a session that
+ * waits too long must be ended: room_for). */
+static int polled_waits(const struct fd_slot *s)
+{
+	const struct apus_config *c = node_config(shim_node);
+
+	return s->polled && c->snapshot_connections != SNAPSHOT_CONNECTIONS_NONE &&
+	       (!c->snapshot_cmd[0] || !c->snapshot_leader);
+}
 
 /* Leader: 0 (errno EAGAIN) when a client's input must stay in its socket
  * for now: the log has no room and the socket does not block (a blocking
@@ -73,7 +108,7 @@ static int room_for(int fd, struct fd_slot *s)
 {
 	char byte;
 
-	if (s->kind != FD_CLIENT || !node_serving(shim_node) ||
+	if (s->kind != FD_CLIENT || !node_serving(shim_node) || polled_waits(s) ||
 	    node_input_room(shim_node, ROOM_WAIT_US, !answers_flags(s))) {
 		if (s->room_wait_ns)
 			s->room_wait_ns = 0;	/* no store on the common path */

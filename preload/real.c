@@ -30,6 +30,8 @@ static void resolve(void)
 	RESOLVE(epoll_ctl);
 	RESOLVE(epoll_wait);
 	RESOLVE(epoll_pwait);
+	RESOLVE(poll);
+	RESOLVE(ppoll);
 	RESOLVE(clock_gettime);
 	RESOLVE(gettimeofday);
 	RESOLVE(time);

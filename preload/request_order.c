@@ -167,7 +167,7 @@ void request_order_before_read(int fd, struct fd_slot *s, int flags)
 	if (shim_read_blocks(fd, flags)) {
 		/* Idle until the client sends: without the token. */
 		struct pollfd p = { fd, POLLIN, 0 };
-		while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		while (real.poll(&p, 1, -1) < 0 && errno == EINTR)
 			;
 	}
 	token_take();

@@ -58,6 +58,11 @@ static inline int shim_read_blocks(int fd, int flags)
 	return !(flags & MSG_DONTWAIT) && !(fcntl(fd, F_GETFL) & O_NONBLOCK);
 }
 
+/* Whether the shim would refuse a read of S (FD) now that the kernel has
+ * input for: out of turn on a backup, no room in the leader's log
+ * (input.c; poll.c asks it). */
+int input_refused_now(int fd, struct fd_slot *s);
+
 /* Read-ahead (readahead.c).  A fresh client slot starts with none. */
 void readahead_reset(struct fd_slot *s);
 /* The server closes FD: what it never read of it is dropped. */

@@ -9,7 +9,8 @@
 # apps/memcached's memcached and libmemcached-tools (memcslap); psmisc's
 # fuser (tests/run.sh leaves the regions another run maps alone); tcl, jq
 # and dpkg-dev for make redis-suite (Redis's own suite, from Debian's source);
-# apps/openldap's slapd and ldap-utils.
+# apps/openldap's slapd and ldap-utils; apps/clamav's clamd (clamav-daemon)
+# and clamdscan.
 # Idempotent: does nothing when all are present.
 set -euo pipefail
 
@@ -28,6 +29,7 @@ PKGS=(
 	psmisc gdb
 	tcl jq dpkg-dev
 	slapd ldap-utils
+	clamav-daemon clamdscan
 )
 
 log() { echo "install-deps: $*"; }
@@ -134,6 +136,15 @@ done
 for p in "${missing[@]}"; do
 	[ "$p" = slapd ] || continue
 	disable_service slapd
+done
+
+# And clamav's: clamd (which would load a database nobody downloaded) and
+# freshclam (which would try the internet every hour).  apps/clamav starts
+# its own clamd on 7601-7603 and the tests on 20901-20903.
+for p in "${missing[@]}"; do
+	[ "$p" = clamav-daemon ] || continue
+	disable_service clamav-daemon
+	disable_service clamav-freshclam
 done
 
 install_criu

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# clamd throughput and latency, bare against apus, side by side in one run:
+#   bare      one clamd (the ceiling; not replicated)
+#   apus-shm  3 replicas under apus over shm (apps/clamav/cluster-shm.conf,
+#             guard off: nothing here crashes)
+# ROUNDS rounds (default 3), each running bare then apus-shm with the same
+# load: apps/clamav/workload.py --stats, CLIENTS clients (20) of SCANS
+# INSTREAM scans each (50; a fifth of them in sessions), payloads of
+# SIZE..2*SIZE bytes (16384).  Prints one markdown table: scans/s, p50 and
+# p99 latency of single scans, CPU-seconds per 1,000 scans summed over the
+# system's clamd processes (apus: all three, shim and coordinator
+# included, until `apus verify` finds the backups caught up and equal, or
+# the run fails), and throughput relative to the round's bare run.
+#
+#   apps/clamav/bench.sh [ROUNDS]
+#   APUS_CLAM_BENCH_CLIENTS=20 APUS_CLAM_BENCH_SCANS=50 APUS_CLAM_BENCH_SIZE=16384
+#
+# Ports 19920-19939 (bare 19921; apus 19931-19933).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+rounds=${1:-3}
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "usage: apps/clamav/bench.sh [ROUNDS]" >&2; exit 2; }
+clients=${APUS_CLAM_BENCH_CLIENTS:-20}
+scans=${APUS_CLAM_BENCH_SCANS:-50}
+size=${APUS_CLAM_BENCH_SIZE:-16384}
+[ -x /usr/sbin/clamd ] || { echo "bench.sh: /usr/sbin/clamd not found (apt-get install clamav-daemon)" >&2; exit 1; }
+make -s all
+apus=build/bin/apus
+py=/usr/bin/python3
+work=$(mktemp -d /tmp/apus-clam-bench-XXXXXX)
+hz=$(getconf CLK_TCK)
+
+# bare: a one-node config, only for init.sh's clamd.conf.
+printf '[node 0]\naddress = 127.0.0.1\napp_port = 19921\ndata_dir = %s/bare\n' "$work" >"$work/bare.conf"
+sed -e "s#/tmp/apus-clamav/#$work/shm/#" -e 's/= 760\([123]\)$/= 1993\1/' \
+	-e 's/^guard .*/guard = off/' -e 's/^cluster .*/cluster = clambench-shm/' \
+	-e "s#{config_dir}#$PWD/apps/clamav#g" apps/clamav/cluster-shm.conf >"$work/shm.conf"
+apps/clamav/init.sh --config "$work/bare.conf" --force >/dev/null
+apps/clamav/init.sh --config "$work/shm.conf" --force >/dev/null
+
+bare_pid=
+cleanup() {
+	[ -n "$bare_pid" ] && kill "$bare_pid" 2>/dev/null
+	"$apus" stop --config "$work/shm.conf" >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# cpu_ticks PID... - utime+stime of all their threads.
+cpu_ticks() {
+	local p t=0
+	for p in "$@"; do
+		t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+	done
+	echo "$t"
+}
+
+# serving PORT - clamd answers PING there.
+serving() {
+	[ "$("$py" -c 'import sys; sys.path.insert(0, "apps/clamav"); import clamd_client as cc
+print(cc.ask("127.0.0.1", int(sys.argv[1]), b"PING", timeout=2))' "$1" 2>/dev/null)" = PONG ]
+}
+
+wait_serving() {
+	local i
+	for ((i = 0; i < 300; i++)); do serving "$1" && return 0; sleep 0.2; done
+	echo "bench.sh: nothing answers on port $1" >&2
+	return 1
+}
+
+# run_load NAME PORT PID... - one workload run; a table row.
+run_load() {
+	local name=$1 port=$2 out t0 t1 rate p50 p99 n
+	shift 2
+	t0=$(cpu_ticks "$@")
+	out=$("$py" apps/clamav/workload.py --port "$port" --clients "$clients" --scans "$scans" \
+		--size "$size" --seed "$round" --stats) || { echo "$out" >&2; return 1; }
+	# The backups' replay counts too: verify waits until they answered.
+	if [ "$name" != bare ]; then
+		"$apus" verify --config "$work/shm.conf" --timeout 60000 >"$work/verify.out" ||
+			{ echo "bench.sh: apus verify failed:" >&2; cat "$work/verify.out" >&2; return 1; }
+	fi
+	t1=$(cpu_ticks "$@")
+	read -r rate p50 p99 n < <(sed -n 's/^stats: \([0-9]*\) scans\/s, single scans p50 \([0-9.]*\) ms, p99 \([0-9.]*\) ms (\([0-9]*\) scans.*/\1 \2 \3 \4/p' <<<"$out")
+	ROW_RATE=$rate
+	ROW="| $round | $name | $rate | $p50 | $p99 | $(awk -v t=$((t1 - t0)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.2f", t / hz / n * 1000 }')"
+}
+
+echo "clamd $(dpkg-query -W -f='${Version}' clamav-daemon 2>/dev/null), $(nproc) cores; $clients clients x $scans scans of ${size}-$((2 * size)) B"
+echo
+echo "| round | system | scans/s | p50 ms | p99 ms | CPU s / 1k scans | vs bare |"
+echo "|---|---|---|---|---|---|---|"
+for ((round = 1; round <= rounds; round++)); do
+	/usr/sbin/clamd -c "$work/bare/clamd.conf" >"$work/bare.log" 2>&1 &
+	bare_pid=$!
+	wait_serving 19921
+	run_load bare 19921 "$bare_pid"
+	bare_rate=$ROW_RATE
+	echo "$ROW | 1.00 |"
+	kill "$bare_pid"
+	wait "$bare_pid" 2>/dev/null || true
+	bare_pid=
+
+	"$apus" start --config "$work/shm.conf" >/dev/null
+	wait_serving 19931
+	mapfile -t pids < <(cat "$work"/shm/node*/apus.pid)
+	run_load apus-shm 19931 "${pids[@]}"
+	echo "$ROW | $(awk -v a="$ROW_RATE" -v b="$bare_rate" 'BEGIN { printf "%.2f", a / b }') |"
+	"$apus" stop --config "$work/shm.conf" >/dev/null
+	apps/clamav/init.sh --config "$work/shm.conf" --force >/dev/null
+done
