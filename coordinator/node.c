@@ -512,12 +512,13 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 	}
 	if (members_load(n, err, errlen))
 		goto fail;
-	/* A fresh server starts from the state the log starts from: nothing
-	 * of its own (app_reset_cmd), then a recovery point and the log after
-	 * it, or the whole log. */
+	/* A fresh server starts from the state the log starts from: a
+	 * recovery point and the log after it, or the whole log; and nothing
+	 * of its own (app_reset_cmd, told of the point: a server that keeps
+	 * its state on disk loads the point there, slapd's slapadd). */
+	node_snapshot_load(n);
 	if (node_app_reset(n, err, errlen))
 		goto fail;
-	node_snapshot_load(n);
 	node_pick_role(n, recovered);
 	if (!node_is_member(n, self)) {
 		pr_warn("node %d is no member of the cluster (%s): it replicates nothing and its "

@@ -24,6 +24,11 @@
 
 #define SNAPSHOT_FILE "apus.snapshot"
 #define SEED_FILE "apus.seed"
+/* In app_reset_cmd's environment when the node starts from a recovery
+ * point: the path of its snapshot_file, in place.  A server that keeps
+ * its state on disk and loads nothing else at start (slapd's database)
+ * is given the point there (apps/openldap/reset.sh: slapadd). */
+#define RECOVERY_POINT_ENV "APUS_RECOVERY_POINT"
 
 /* A file in a node's data directory asking it for a recovery point now
  * (a guard about to rebuild a diverged peer from this node's state wants

@@ -365,6 +365,7 @@ static int run_cmd(struct node *n, const char *cmd_t, const char *what)
 {
 	char cmd[8192], *env[1024], line[16] = "", config[PATH_MAX + 16], node[48];
 	char sessions[PATH_MAX + 32] = SESSIONS_ENV "=";
+	char point[PATH_MAX + 32] = RECOVERY_POINT_ENV "=";
 	char *extra[] = { config, node, NULL, NULL };
 	int pfd[2], status = -1;
 	posix_spawn_file_actions_t fa;
@@ -381,6 +382,13 @@ static int run_cmd(struct node *n, const char *cmd_t, const char *what)
 		unlink(sessions + at);	/* a crashed command's */
 		extra[2] = sessions;
 	}
+	/* app_reset_cmd of a node that starts from a recovery point: its
+	 * snapshot_file, in place (node_snapshot_load ran first). */
+	at = strlen(point);
+	if (cmd_t == n->cfg.app_reset_cmd && n->seed_idx && n->cfg.snapshot_file[0] &&
+	    !config_node_path(&n->cfg, n->self, n->cfg.snapshot_file, point + at,
+			      sizeof(point) - at))
+		extra[2] = point;
 	if (config_expand(&n->cfg, n->self, cmd_t, cmd, sizeof(cmd))) {
 		pr_err("%s is too long once expanded", what);
 		return -1;
@@ -814,7 +822,11 @@ int node_app_reset(struct node *n, char *err, size_t errlen)
 			 "one the log starts from", status);
 		return -1;
 	}
-	pr_info("app_reset_cmd put back the server's initial state in %llu ms",
-		(unsigned long long)(now_ns() - t0) / 1000000);
+	if (n->seed_idx)
+		pr_info("app_reset_cmd put back the recovery point's state (entry %llu) in %llu ms",
+			(unsigned long long)n->seed_idx, (unsigned long long)(now_ns() - t0) / 1000000);
+	else
+		pr_info("app_reset_cmd put back the server's initial state in %llu ms",
+			(unsigned long long)(now_ns() - t0) / 1000000);
 	return 0;
 }

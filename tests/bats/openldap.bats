@@ -17,6 +17,16 @@ load helpers
 
 load openldap
 
+# The as-shipped test runs a cluster of its own (and its guards, which
+# would bring it back): stopped here whatever the test did.
+teardown() {
+	local c
+	c=$(cat "$BATS_FILE_TMPDIR/shipped.conf.path" 2>/dev/null) && [ -f "$c" ] || return 0
+	stop_cluster "$c"
+	kill_slapd_leftovers "$c"
+	"$APUS_ROOT/scripts/drop-regions.sh" "$(dirname "$c")"
+}
+
 @test "openldap: the initial databases are identical (raw slapcat) on every replica" {
 	run "$LDAP_APP/digest.sh" --config "$CONF" --raw
 	echo "$output"
@@ -85,4 +95,76 @@ load openldap
 		fi
 		echo "$output"
 	done
+}
+
+# ldap_shipped_conf DIR PORTBASE - apps/openldap/cluster-shm.conf as
+# shipped (guard on, recovery points) but for the ports, the data
+# directories and the log: 256 KB with entries of at most 8 KB, so that a
+# few hundred LDAP operations wrap it.
+ldap_shipped_conf() {
+	local dir=$1 portbase=$2
+	sed -e "s#/tmp/apus-openldap/node\([0-9]\)#$dir/n\1#" -e "s/^cluster .*/cluster = test$portbase/" \
+		-e "s/= 740\([1-3]\)/= $((portbase / 10))\1/" -e "s/^log_size .*/log_size = 256K\nmax_entry = 8K/" \
+		-e "s#{config_dir}#$LDAP_APP#g" "$LDAP_APP/cluster-shm.conf" >"$dir/apus.conf"
+	echo "$dir/apus.conf"
+}
+
+# audit_all CHECK... - audit.sh check of every writer's log (prefixes w1..w4)
+# on every node.
+audit_all() {
+	local p
+	for p in w1 w2 w3 w4; do
+		"$LDAP_APP/audit.sh" check --config "$CONF" --log "$BATS_TEST_TMPDIR/$p.log" --prefix "$p" --all ||
+			return 1
+	done
+}
+
+# Last, with a cluster of its own (the shared one is stopped).  Four
+# audited writers (a connection per operation, so that points find entries
+# with no client connected: snapshot_connections = none) wrap the 256 KB
+# log; then kill -9 of all: every node comes back from its recovery point
+# (snapshot.sh's slapcat, loaded by reset.sh's slapadd), not from the
+# log's first entry, and holds every acknowledged add and modify.
+@test "openldap as shipped (guard on, recovery points, a log that wraps): kill -9 of all, then apus start: every acknowledged add and modify on every replica" {
+	local j n p pids=()
+	stop_cluster "$CONF"
+	kill_slapd_leftovers "$CONF"
+	CONF=$(ldap_shipped_conf "$(test_dir shipped20820)" 20820)
+	echo "$CONF" >"$BATS_FILE_TMPDIR/shipped.conf.path"
+	kill_slapd_leftovers "$CONF"
+	"$LDAP_APP/init.sh" --config "$CONF" --force >/dev/null
+	start_cluster "$CONF"
+	retry 100 0.2 ldap_serving || fail "no leader serves"
+	for p in w1 w2 w3 w4; do
+		APUS_BIN="$APUS" "$LDAP_APP/audit.sh" write --config "$CONF" --log "$BATS_TEST_TMPDIR/$p.log" \
+			--count 30 --prefix "$p" &
+	done
+	wait
+	cat "$BATS_TEST_TMPDIR"/w?.log | cut -d' ' -f1-2 | sort | uniq -c
+	[ "$(cat "$BATS_TEST_TMPDIR"/w?.log | grep -c '^ok mod')" -ge 60 ] ||
+		fail "fewer than 60 of 120 modifies acknowledged"
+	j=$(status_json)
+	[ "$(status_node "$j" "$(leader_id)" log_pos)" -gt $((256 << 10)) ] || fail "the log did not wrap: $j"
+	for n in $(backups); do
+		retry 100 0.2 eval '[ "$(status_node "$(status_json)" '"$n"' recovery_point)" = snapshot ]' ||
+			fail "backup $n has no recovery point: $(status_json)"
+	done
+	# The guards too, or they would bring their servers back.
+	for n in $(conf_nodes "$CONF"); do pids+=("$(redis_pid "$n")"); done
+	pids+=($(pgrep -f "apus guard --config $CONF " || true))
+	[ "${#pids[@]}" -ge 6 ] || fail "expected 3 servers and 3 guards: ${pids[*]}"
+	kill -KILL "${pids[@]}"
+	wait_pids_gone 10 "${pids[@]}" || fail "a server or guard survived kill -9"
+	start_cluster "$CONF"
+	retry 150 0.2 ldap_serving || fail "no leader serves after the restart"
+	grep -h 'starting from the recovery point' "$(data_dir 0)/apus.log" "$(data_dir 1)/apus.log" \
+		"$(data_dir 2)/apus.log" | tail -n 1 | grep . || fail "no node started from a recovery point"
+	run retry 60 0.5 audit_all
+	echo "$output" | tail -n 3
+	[ "$status" -eq 0 ] || fail "acknowledged writes missing after the restart"
+	for ((n = 0; n < 60; n++)); do
+		digests_settled && break
+	done
+	echo "$DIGESTS"
+	[ "$DIGEST_RC" -eq 0 ] || { show_ldif_diffs; fail "the replicas' databases differ"; }
 }
