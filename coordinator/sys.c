@@ -47,6 +47,10 @@ struct socket_calls sys = {
 	.drand48 = drand48,
 	.lrand48 = lrand48,
 	.mrand48 = mrand48,
+	.erand48 = erand48,
+	.nrand48 = nrand48,
+	.jrand48 = jrand48,
+	.rand_r = rand_r,
 	.arc4random = arc4random,
 	.arc4random_buf = arc4random_buf,
 	.arc4random_uniform = arc4random_uniform,
@@ -70,7 +74,8 @@ void sys_use(const struct socket_calls *calls)
 	USE(sendmsg); USE(close); USE(shutdown); USE(fork); USE(epoll_ctl);
 	USE(epoll_wait); USE(epoll_pwait); USE(poll); USE(ppoll); USE(clock_gettime);
 	USE(gettimeofday); USE(time); USE(getrandom); USE(getentropy); USE(rand);
-	USE(random); USE(drand48); USE(lrand48); USE(mrand48); USE(arc4random);
+	USE(random); USE(drand48); USE(lrand48); USE(mrand48);
+	USE(erand48); USE(nrand48); USE(jrand48); USE(rand_r); USE(arc4random);
 	USE(arc4random_buf); USE(arc4random_uniform); USE(fopen); USE(fopen64); USE(open); USE(open64); USE(openat);
 	USE(openat64); USE(__open_2); USE(__open64_2); USE(wait4);
 #undef USE

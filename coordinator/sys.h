@@ -61,6 +61,10 @@ struct socket_calls {
 	double (*drand48)(void);
 	long (*lrand48)(void);
 	long (*mrand48)(void);
+	double (*erand48)(unsigned short[3]);
+	long (*nrand48)(unsigned short[3]);
+	long (*jrand48)(unsigned short[3]);
+	int (*rand_r)(unsigned int *);
 	uint32_t (*arc4random)(void);
 	void (*arc4random_buf)(void *, size_t);
 	uint32_t (*arc4random_uniform)(uint32_t);

@@ -1,15 +1,15 @@
 /* The server's random numbers (coordinator/input_random.h): inside the
  * window of a logged input, rand(), random(), getrandom(), getentropy()
- * drand48(), lrand48(), mrand48(), the arc4random family, and reads of
+ * drand48(), lrand48(), mrand48(), erand48(), nrand48(), jrand48(),
+ * rand_r(), the arc4random family, and reads of
  * /dev/urandom and /dev/random (opened with fopen(), or with open() and
  * read with read()) give the entry's numbers, on every replica; outside,
  * the devices, getrandom() and arc4random give the boot stream and the
  * rest are libc's.  With randomness = machine, in a forked child, or
  * before the node runs, all are libc's.
  *
- * Not covered (doc/limits.md): a device fd read with readv() or pread(),
- * or duplicated (dup()) and read through the copy; erand48(), nrand48(),
- * jrand48() and rand_r() (their state is the caller's), RDRAND. */
+ * Not covered (doc/limits.md): a device fd read with pread(), or
+ * duplicated (dup()) and read through the copy; RDRAND. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -77,6 +77,66 @@ APUS_EXPORT long mrand48(void)
 		return (long)(int32_t)(uint32_t)(input_random_next() >> 32);
 	real_resolve();
 	return real.mrand48();
+}
+
+/* erand48(), nrand48(), jrand48() and rand_r() keep their state in the
+ * caller's memory, seeded as the caller likes (libuuid: from its pid and
+ * the clock).  In a window they give the entry's numbers and leave the
+ * state set from them, so that what the caller draws next, in a window or
+ * not, is the same on every replica too. */
+static void xsubi_set(unsigned short x[3], uint64_t v)
+{
+	x[0] = (unsigned short)v;
+	x[1] = (unsigned short)(v >> 16);
+	x[2] = (unsigned short)(v >> 32);
+}
+
+APUS_EXPORT double erand48(unsigned short x[3])
+{
+	if (in_window()) {
+		uint64_t v = input_random_next();
+
+		xsubi_set(x, v >> 16);
+		return (double)(v >> 16) * 0x1p-48;
+	}
+	real_resolve();
+	return real.erand48(x);
+}
+
+APUS_EXPORT long nrand48(unsigned short x[3])
+{
+	if (in_window()) {
+		uint64_t v = input_random_next();
+
+		xsubi_set(x, v >> 16);
+		return (long)(v >> 33);
+	}
+	real_resolve();
+	return real.nrand48(x);
+}
+
+APUS_EXPORT long jrand48(unsigned short x[3])
+{
+	if (in_window()) {
+		uint64_t v = input_random_next();
+
+		xsubi_set(x, v >> 16);
+		return (long)(int32_t)(uint32_t)(v >> 32);
+	}
+	real_resolve();
+	return real.jrand48(x);
+}
+
+APUS_EXPORT int rand_r(unsigned int *seed)
+{
+	if (in_window()) {
+		uint64_t v = input_random_next();
+
+		*seed = (unsigned int)v;
+		return (int)(v >> 33);
+	}
+	real_resolve();
+	return real.rand_r(seed);
 }
 
 /* arc4random: a generator seeded by the kernel, so like getrandom(). */

@@ -42,6 +42,10 @@ static void resolve(void)
 	RESOLVE(drand48);
 	RESOLVE(lrand48);
 	RESOLVE(mrand48);
+	RESOLVE(erand48);
+	RESOLVE(nrand48);
+	RESOLVE(jrand48);
+	RESOLVE(rand_r);
 	RESOLVE(arc4random);
 	RESOLVE(arc4random_buf);
 	RESOLVE(arc4random_uniform);

@@ -384,9 +384,10 @@ function draws() { cat "$(data_dir "$1")/draws.log" 2>/dev/null; }
 
 # A server that reads /dev/urandom with open() and read() (slapd's
 # entryUUIDs do) or readv() rather than getrandom() or fopen(), or draws from
-# lrand48() seeded at start or arc4random(): what it draws in a request's
-# window is the leader's numbers there, on every replica.
-@test "a server reading /dev/urandom with open() and read() or readv(), lrand48() and arc4random(): every replica draws the leader's numbers" {
+# lrand48() seeded at start, jrand48() or rand_r() on state of its own
+# (libuuid's jrand48: gerbera's session ids) or arc4random(): what it draws
+# in a request's window is the leader's numbers there, on every replica.
+@test "a server reading /dev/urandom with open() and read() or readv(), lrand48(), jrand48(), rand_r() and arc4random(): every replica draws the leader's numbers" {
 	local n lead
 	OWN_CONF=$(APUS_TEST_SNAPSHOTS=off make_conf "$(test_dir own19680)" 19680)
 	sed -i -e "/^seed_function/d" -e "/^thread_order/d" \
@@ -395,7 +396,9 @@ function draws() { cat "$(data_dir "$1")/draws.log" 2>/dev/null; }
 	CONF=$OWN_CONF
 	start_cluster "$CONF" || fail "the cluster did not start"
 	lead=$(leader_id)
-	for ((n = 0; n < 10; n++)); do echo urandom; echo urandomv; echo lrand48; echo arc4random; done |
+	for ((n = 0; n < 10; n++)); do
+		echo urandom; echo urandomv; echo lrand48; echo arc4random; echo jrand48; echo rand_r
+	done |
 		timeout 30 python3 -c '
 import socket, sys
 s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
@@ -404,9 +407,9 @@ for line in sys.stdin:
     f.write(line.encode()); f.flush()
     print(f.readline().decode().strip())' "$(node_host "$lead")" "$(app_port "$lead")" >"$BATS_TEST_TMPDIR/replies"
 	assert_eq "$(grep -c '^[0-9a-f]\{32\}$' "$BATS_TEST_TMPDIR/replies")" 20 "/dev/urandom draws the client got"
-	assert_eq "$(sort -u "$BATS_TEST_TMPDIR/replies" | wc -l)" 40 "distinct draws the client got"
+	assert_eq "$(sort -u "$BATS_TEST_TMPDIR/replies" | wc -l)" 60 "distinct draws the client got"
 	for n in $(conf_nodes "$CONF"); do
-		retry 100 0.1 eval '[ "$(draws "$n" | wc -l)" = 40 ]' || fail "node $n drew $(draws "$n" | wc -l) times"
+		retry 100 0.1 eval '[ "$(draws "$n" | wc -l)" = 60 ]' || fail "node $n drew $(draws "$n" | wc -l) times"
 		assert_eq "$(draws "$n")" "$(cat "$BATS_TEST_TMPDIR/replies")" "node $n's draws"
 	done
 	stop_cluster "$CONF"
