@@ -16,6 +16,20 @@ node_values() {
 	}' "$1"
 }
 
+# global_value CONFIG KEY: KEY's value before the first section of CONFIG
+# (the default of every node), or nothing.
+global_value() {
+	awk -v key="$2" '
+	/^[[:space:]]*\[/ { exit }
+	{
+		line = $0; sub(/#.*/, "", line)
+		if (match(line, "^[[:space:]]*" key "[[:space:]]*=")) {
+			v = substr(line, RLENGTH + 1); gsub(/^[[:space:]]+|[[:space:]]+$/, "", v)
+			print v
+		}
+	}' "$1" | tail -n 1
+}
+
 # node_dirs CONFIG: one line "<id> <data_dir>" per [node N] section of
 # CONFIG, relative data_dirs taken from the config's folder (as apus does).
 node_dirs() {

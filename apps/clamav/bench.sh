@@ -3,7 +3,10 @@
 #   bare      one clamd (the ceiling; not replicated)
 #   apus-shm  3 replicas under apus over shm (apps/clamav/cluster-shm.conf,
 #             guard off: nothing here crashes)
-# ROUNDS rounds (default 3), each running bare then apus-shm with the same
+#   apus-tcp  3 replicas over tcp, each in its own network namespace
+#             (apps/clamav/cluster-tcp.conf; skipped, saying so, without
+#             root and ip netns)
+# ROUNDS rounds (default 3), each running bare then the apus systems with the same
 # load: apps/clamav/workload.py --stats, CLIENTS clients (20) of SCANS
 # INSTREAM scans each (50; a fifth of them in sessions), payloads of
 # SIZE..2*SIZE bytes (16384).  Prints one markdown table: scans/s, p50 and
@@ -15,7 +18,9 @@
 #   apps/clamav/bench.sh [ROUNDS]
 #   APUS_CLAM_BENCH_CLIENTS=20 APUS_CLAM_BENCH_SCANS=50 APUS_CLAM_BENCH_SIZE=16384
 #
-# Ports 19920-19939 (bare 19921; apus 19931-19933).
+# Ports 19920-19939 (bare 19921; shm 19931-19933; tcp app 19925, peer
+# 19926, guard 19927 in namespaces apuscb0..2, 10.81.0.0/24, made and
+# removed by this script).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -36,13 +41,31 @@ printf '[node 0]\naddress = 127.0.0.1\napp_port = 19921\ndata_dir = %s/bare\n' "
 sed -e "s#/tmp/apus-clamav/#$work/shm/#" -e 's/= 760\([123]\)$/= 1993\1/' \
 	-e 's/^guard .*/guard = off/' -e 's/^cluster .*/cluster = clambench-shm/' \
 	-e "s#{config_dir}#$PWD/apps/clamav#g" apps/clamav/cluster-shm.conf >"$work/shm.conf"
+sed -e "s#/tmp/apus-clamav-tcp/#$work/tcp/#" -e 's/= 7601$/= 19925/' -e 's/= 7620$/= 19926/' \
+	-e 's/= 7630$/= 19927/' -e 's/= 10\.77\.0\./= 10.81.0./' -e 's/= apus\([0-9]\)$/= apuscb\1/' \
+	-e 's/^guard .*/guard = off/' -e 's/^cluster .*/cluster = clambench-tcp/' \
+	-e "s#{config_dir}#$PWD/apps/clamav#g" apps/clamav/cluster-tcp.conf >"$work/tcp.conf"
+export APUS_NETNS_PREFIX=apuscb APUS_NETNS_SUBNET=10.81.0
+systems="apus-shm apus-tcp"
+netns_made=0
+if [ "$(id -u)" -eq 0 ] && bash scripts/netns.sh up 3 >/dev/null 2>&1; then
+	netns_made=1
+else
+	echo "apus-tcp: skipped (needs root and ip netns)"
+	systems="apus-shm"
+fi
+declare -A conf=([apus-shm]=$work/shm.conf [apus-tcp]=$work/tcp.conf)
+declare -A host=([apus-shm]=127.0.0.1 [apus-tcp]=10.81.0.1)
+declare -A port=([apus-shm]=19931 [apus-tcp]=19925)
 apps/clamav/init.sh --config "$work/bare.conf" --force >/dev/null
-apps/clamav/init.sh --config "$work/shm.conf" --force >/dev/null
+for s in $systems; do apps/clamav/init.sh --config "${conf[$s]}" --force >/dev/null; done
 
 bare_pid=
 cleanup() {
 	[ -n "$bare_pid" ] && kill "$bare_pid" 2>/dev/null
 	"$apus" stop --config "$work/shm.conf" >/dev/null 2>&1 || true
+	"$apus" stop --config "$work/tcp.conf" >/dev/null 2>&1 || true
+	[ "$netns_made" -eq 1 ] && bash scripts/netns.sh down >/dev/null 2>&1
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -56,29 +79,29 @@ cpu_ticks() {
 	echo "$t"
 }
 
-# serving PORT - clamd answers PING there.
+# serving HOST PORT - clamd answers PING there.
 serving() {
 	[ "$("$py" -c 'import sys; sys.path.insert(0, "apps/clamav"); import clamd_client as cc
-print(cc.ask("127.0.0.1", int(sys.argv[1]), b"PING", timeout=2))' "$1" 2>/dev/null)" = PONG ]
+print(cc.ask(sys.argv[1], int(sys.argv[2]), b"PING", timeout=2))' "$1" "$2" 2>/dev/null)" = PONG ]
 }
 
 wait_serving() {
 	local i
-	for ((i = 0; i < 300; i++)); do serving "$1" && return 0; sleep 0.2; done
-	echo "bench.sh: nothing answers on port $1" >&2
+	for ((i = 0; i < 300; i++)); do serving "$1" "$2" && return 0; sleep 0.2; done
+	echo "bench.sh: nothing answers on $1:$2" >&2
 	return 1
 }
 
-# run_load NAME PORT PID... - one workload run; a table row.
+# run_load NAME HOST PORT PID... - one workload run; a table row.
 run_load() {
-	local name=$1 port=$2 out t0 t1 rate p50 p99 n
-	shift 2
+	local name=$1 h=$2 p=$3 out t0 t1 rate p50 p99 n
+	shift 3
 	t0=$(cpu_ticks "$@")
-	out=$("$py" apps/clamav/workload.py --port "$port" --clients "$clients" --scans "$scans" \
+	out=$("$py" apps/clamav/workload.py --host "$h" --port "$p" --clients "$clients" --scans "$scans" \
 		--size "$size" --seed "$round" --stats) || { echo "$out" >&2; return 1; }
 	# The backups' replay counts too: verify waits until they answered.
 	if [ "$name" != bare ]; then
-		"$apus" verify --config "$work/shm.conf" --timeout 60000 >"$work/verify.out" ||
+		"$apus" verify --config "${conf[$name]}" --timeout 60000 >"$work/verify.out" 2>&1 ||
 			{ echo "bench.sh: apus verify failed:" >&2; cat "$work/verify.out" >&2; return 1; }
 	fi
 	t1=$(cpu_ticks "$@")
@@ -94,19 +117,21 @@ echo "|---|---|---|---|---|---|---|"
 for ((round = 1; round <= rounds; round++)); do
 	/usr/sbin/clamd -c "$work/bare/clamd.conf" >"$work/bare.log" 2>&1 &
 	bare_pid=$!
-	wait_serving 19921
-	run_load bare 19921 "$bare_pid"
+	wait_serving 127.0.0.1 19921
+	run_load bare 127.0.0.1 19921 "$bare_pid"
 	bare_rate=$ROW_RATE
 	echo "$ROW | 1.00 |"
 	kill "$bare_pid"
 	wait "$bare_pid" 2>/dev/null || true
 	bare_pid=
 
-	"$apus" start --config "$work/shm.conf" >/dev/null
-	wait_serving 19931
-	mapfile -t pids < <(cat "$work"/shm/node*/apus.pid)
-	run_load apus-shm 19931 "${pids[@]}"
-	echo "$ROW | $(awk -v a="$ROW_RATE" -v b="$bare_rate" 'BEGIN { printf "%.2f", a / b }') |"
-	"$apus" stop --config "$work/shm.conf" >/dev/null
-	apps/clamav/init.sh --config "$work/shm.conf" --force >/dev/null
+	for s in $systems; do
+		"$apus" start --config "${conf[$s]}" >"$work/start.log" 2>&1 || { cat "$work/start.log" >&2; exit 1; }
+		wait_serving "${host[$s]}" "${port[$s]}"
+		mapfile -t pids < <(cat "$work/${s#apus-}"/node*/apus.pid)
+		run_load "$s" "${host[$s]}" "${port[$s]}" "${pids[@]}"
+		echo "$ROW | $(awk -v a="$ROW_RATE" -v b="$bare_rate" 'BEGIN { printf "%.2f", a / b }') |"
+		"$apus" stop --config "${conf[$s]}" >/dev/null 2>&1
+		apps/clamav/init.sh --config "${conf[$s]}" --force >/dev/null
+	done
 done

@@ -41,7 +41,10 @@ while read -r id v; do dir[$id]=$v; done < <(node_dirs "$config")
 while read -r id v; do port[$id]=$v; done < <(node_values "$config" app_port)
 while read -r id v; do addr[$id]=$v; done < <(node_values "$config" address)
 [ "${#dir[@]}" -gt 0 ] || { echo "init.sh: no [node N] with a data_dir in $config" >&2; exit 1; }
+# The same port everywhere (cluster-tcp.conf) is set before the nodes.
+default_port=$(global_value "$config" app_port)
 for id in "${!dir[@]}"; do
+	[ -n "${port[$id]:-}" ] || port[$id]=$default_port
 	[ -n "${port[$id]:-}" ] && [ -n "${addr[$id]:-}" ] ||
 		{ echo "init.sh: [node $id] of $config needs address and app_port" >&2; exit 1; }
 	if [ -e "${dir[$id]}/db" ] && [ "$force" -eq 0 ]; then
