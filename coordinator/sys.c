@@ -37,6 +37,8 @@ struct socket_calls sys = {
 	.epoll_pwait = epoll_pwait,
 	.poll = poll,
 	.ppoll = ppoll,
+	.select = select,
+	.pselect = pselect,
 	.clock_gettime = clock_gettime,
 	.gettimeofday = gettimeofday,
 	.time = time,
@@ -72,7 +74,8 @@ void sys_use(const struct socket_calls *calls)
 	USE(accept); USE(accept4); USE(listen); USE(read); USE(readv); USE(recv);
 	USE(recvfrom); USE(recvmsg); USE(write); USE(writev); USE(send); USE(sendto);
 	USE(sendmsg); USE(close); USE(shutdown); USE(fork); USE(epoll_ctl);
-	USE(epoll_wait); USE(epoll_pwait); USE(poll); USE(ppoll); USE(clock_gettime);
+	USE(epoll_wait); USE(epoll_pwait); USE(poll); USE(ppoll); USE(select); USE(pselect);
+	USE(clock_gettime);
 	USE(gettimeofday); USE(time); USE(getrandom); USE(getentropy); USE(rand);
 	USE(random); USE(drand48); USE(lrand48); USE(mrand48);
 	USE(erand48); USE(nrand48); USE(jrand48); USE(rand_r); USE(arc4random);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/time.h>
@@ -45,6 +46,8 @@ struct socket_calls {
 	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+	int (*pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
 	/* The wall clock is interposed too (preload/clock.c): inside a window
 	 * of logged input it is that input's stamp (input_clock.h). */
 	int (*clock_gettime)(clockid_t, struct timespec *);

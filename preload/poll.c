@@ -23,8 +23,8 @@
  * state, as for epoll_wait() (epoll.c).  (clamd's reading thread polls
  * its clients and a wake-up pipe, its accepting thread the listener.)  A
  * poll() of one connection alone is not: a thread per connection
- * (MariaDB's) polls its client in the middle of a request too.  select() is
- * not interposed. */
+ * (MariaDB's) polls its client in the middle of a request too.  select()
+ * and pselect() come here too (select.c). */
 #include <errno.h>
 #include <poll.h>
 #include <time.h>
@@ -171,6 +171,11 @@ static int shim_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms, const sigs
 	if (!(what & WATCH_INPUT))
 		return kernel(fds, nfds, timeout_ms, sigmask);
 	return ordered_poll(fds, nfds, timeout_ms, sigmask, kernel);
+}
+
+int shim_poll_ms(struct pollfd *fds, nfds_t nfds, int timeout_ms, const sigset_t *sigmask)
+{
+	return shim_poll(fds, nfds, timeout_ms, sigmask, sigmask ? kernel_ppoll : kernel_poll);
 }
 
 APUS_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)

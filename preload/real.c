@@ -32,6 +32,8 @@ static void resolve(void)
 	RESOLVE(epoll_pwait);
 	RESOLVE(poll);
 	RESOLVE(ppoll);
+	RESOLVE(select);
+	RESOLVE(pselect);
 	RESOLVE(clock_gettime);
 	RESOLVE(gettimeofday);
 	RESOLVE(time);

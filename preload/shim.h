@@ -58,6 +58,11 @@ static inline int shim_read_blocks(int fd, int flags)
 	return !(flags & MSG_DONTWAIT) && !(fcntl(fd, F_GETFL) & O_NONBLOCK);
 }
 
+/* poll() with the shim's view of the server's clients (poll.c), for
+ * select() too (select.c): TIMEOUT_MS < 0 waits for ever; SIGMASK as
+ * ppoll()'s. */
+int shim_poll_ms(struct pollfd *fds, nfds_t nfds, int timeout_ms, const sigset_t *sigmask);
+
 /* Whether the shim would refuse a read of S (FD) now that the kernel has
  * input for: out of turn on a backup, no room in the leader's log
  * (input.c; poll.c asks it). */
