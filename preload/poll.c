@@ -110,7 +110,8 @@ static int ordered_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	nfds_t early[HIDE_MAX];
 	int nearly, rc, wait_ms;
 
-	rc = kernel(fds, nfds, 0, sigmask);
+	/* Early ones make the kernel answer at once: then they are hidden. */
+	rc = kernel(fds, nfds, timeout_ms, sigmask);
 	for (;;) {
 		nearly = 0;
 		if (rc > 0)
