@@ -23,18 +23,8 @@ clam_conf() {
 	echo "$dir/apus.conf"
 }
 
-# kill_clamd_leftovers CONF - clamd processes of an aborted earlier run of
-# this file (on its ports), and nothing else.
-kill_clamd_leftovers() {
-	local n port pid
-	for n in $(conf_nodes "$1"); do
-		port=$(conf_node_get "$1" "$n" app_port)
-		for pid in $(ss -ltnpH "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
-			[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = clamd ] && kill -KILL "$pid" 2>/dev/null
-		done
-	done
-	return 0
-}
+# kill_clamd_leftovers CONF - clamd processes of an aborted earlier run (on its ports).
+kill_clamd_leftovers() { kill_named_on_ports "$1" clamd; }
 
 # clam_ask PORT COMMAND - one command on a connection of its own; its reply.
 clam_ask() {
@@ -94,11 +84,6 @@ teardown_file() {
 
 setup() {
 	have_clamd || skip "test requires clamd (apt-get install clamav-daemon) and /usr/bin/python3"
-}
-
-# guard_pids - the guards of $CONF's nodes.
-guard_pids() {
-	pgrep -f "apus guard --config $CONF " || true
 }
 
 # wait_new_leader_clam OLD - wait (30 s) until a node other than OLD leads

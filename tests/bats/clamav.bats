@@ -47,16 +47,10 @@ load clamav
 # recovery point (snapshot.py's record of its signature set, checked by
 # load.py), not from the log's first entry.
 @test "clamav: kill -9 of all three after the log wrapped, then apus start: a leader serves and every replica answers alike" {
-	local n pids=()
 	workload --clients 20 --scans 40 --update --seed 4
 	[ "$status" -eq 0 ] || fail "workload"
 	verify_all 2 || fail "apus verify before the kill"
-	# The guards too, or they would bring their servers back.
-	for n in $(conf_nodes "$CONF"); do pids+=("$(redis_pid "$n")"); done
-	pids+=($(guard_pids))
-	[ "${#pids[@]}" -ge 6 ] || fail "expected 3 servers and 3 guards: ${pids[*]}"
-	kill -KILL "${pids[@]}"
-	wait_pids_gone 10 "${pids[@]}" || fail "a server or guard survived kill -9"
+	kill_servers_and_guards
 	start_cluster "$CONF"
 	retry 150 0.2 clam_serving || fail "no leader serves after the restart"
 	grep -h 'starting from the recovery point' "$(data_dir 0)/apus.log" | tail -n 1

@@ -360,6 +360,32 @@ function kill_port_leftovers() {
 	done
 }
 
+# kill_named_on_ports CONF COMM - kill -9 the processes named COMM that
+# listen on the app ports of CONF (an aborted earlier run's), and nothing
+# else.
+function kill_named_on_ports() {
+	local n port pid
+	for n in $(conf_nodes "$1"); do
+		port=$(conf_node_get "$1" "$n" app_port)
+		for pid in $(ss -ltnpH "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
+			[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] && kill -KILL "$pid" 2>/dev/null
+		done
+	done
+	return 0
+}
+
+# kill_servers_and_guards - kill -9 of every node of $CONF: its server and
+# its guard (which would bring the server back); waits until all are gone.
+function kill_servers_and_guards() {
+	local n pids=()
+	for n in $(conf_nodes "$CONF"); do pids+=("$(redis_pid "$n")"); done
+	# shellcheck disable=SC2207 # one pid per line
+	pids+=($(pgrep -f "apus guard --config $CONF " || true))
+	[ "${#pids[@]}" -ge 6 ] || fail "expected 3 servers and 3 guards: ${pids[*]}"
+	kill -KILL "${pids[@]}"
+	wait_pids_gone 10 "${pids[@]}" || fail "a server or guard survived kill -9"
+}
+
 # wait_pids_gone TIMEOUT PID... - wait until none of PID is alive.
 function wait_pids_gone() {
 	local deadline=$((SECONDS + $1)) p alive

@@ -45,18 +45,8 @@ mariadb_conf() {
 	echo "$dir/apus.conf"
 }
 
-# kill_mariadb_leftovers CONF - mariadbd processes of an aborted earlier run
-# of this file (on its ports), and nothing else.
-kill_mariadb_leftovers() {
-	local n port pid
-	for n in $(conf_nodes "$1"); do
-		port=$(conf_node_get "$1" "$n" app_port)
-		for pid in $(ss -ltnpH "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
-			[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = mariadbd ] && kill -KILL "$pid" 2>/dev/null
-		done
-	done
-	return 0
-}
+# kill_mariadb_leftovers CONF - mariadbd processes of an aborted earlier run (on its ports).
+kill_mariadb_leftovers() { kill_named_on_ports "$1" mariadbd; }
 
 sb() {
 	local port

@@ -22,18 +22,8 @@ ldap_conf() {
 	echo "$dir/apus.conf"
 }
 
-# kill_slapd_leftovers CONF - slapd processes of an aborted earlier run of
-# this file (on its ports), and nothing else.
-kill_slapd_leftovers() {
-	local n port pid
-	for n in $(conf_nodes "$1"); do
-		port=$(conf_node_get "$1" "$n" app_port)
-		for pid in $(ss -ltnpH "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
-			[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = slapd ] && kill -KILL "$pid" 2>/dev/null
-		done
-	done
-	return 0
-}
+# kill_slapd_leftovers CONF - slapd processes of an aborted earlier run (on its ports).
+kill_slapd_leftovers() { kill_named_on_ports "$1" slapd; }
 
 # ldap_serving [CONF] - the leader answers a search over its app port.
 ldap_serving() {
