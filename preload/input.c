@@ -95,9 +95,12 @@ int input_refused_now(int fd, struct fd_slot *s)
  * waits too long must be ended: room_for). */
 static int polled_waits(const struct fd_slot *s)
 {
-	const struct apus_config *c = node_config(shim_node);
+	const struct apus_config *c;
 
-	return s->polled && c->snapshot_connections != SNAPSHOT_CONNECTIONS_NONE &&
+	if (!s->polled)
+		return 0;	/* the common path: one load */
+	c = node_config(shim_node);
+	return c->snapshot_connections != SNAPSHOT_CONNECTIONS_NONE &&
 	       (!c->snapshot_cmd[0] || !c->snapshot_leader);
 }
 
