@@ -60,14 +60,20 @@ static size_t gate(int fd, struct fd_slot *s, size_t want, int flags)
 	return cap;
 }
 
+/* Whether the client of FD has ended its side (its end of stream waits). */
+static int client_left(int fd)
+{
+	char byte;
+
+	return real.recvfrom(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) == 0;
+}
+
 /* Whether the shim would refuse a read of S (FD) now, though the kernel
  * has input for it: a backup's replay connection out of turn, or a
  * leader's client whose input finds no room in the log (room_for).  No
  * side effects: poll() asks it (poll.c). */
 int input_refused_now(int fd, struct fd_slot *s)
 {
-	char byte;
-
 	if (s->kind == FD_REPLAY)
 		return !node_serving(shim_node) && node_replay(shim_node) &&
 		       !replay_tap_ready(node_replay(shim_node), s->tap);
@@ -78,7 +84,7 @@ int input_refused_now(int fd, struct fd_slot *s)
 	    node_config(shim_node)->snapshot_connections == SNAPSHOT_CONNECTIONS_NONE)
 		return 0;
 	/* A client that left: its end of stream needs no room. */
-	return real.recvfrom(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) != 0;
+	return !client_left(fd);
 }
 
 #define IOV_CAP 64
@@ -109,8 +115,6 @@ static int polled_waits(const struct fd_slot *s)
  * reader waits for room in node_propose instead). */
 static int room_for(int fd, struct fd_slot *s)
 {
-	char byte;
-
 	if (s->kind != FD_CLIENT || !node_serving(shim_node) || polled_waits(s) ||
 	    node_input_room(shim_node, ROOM_WAIT_US, !answers_flags(s))) {
 		if (s->room_wait_ns)
@@ -123,7 +127,7 @@ static int room_for(int fd, struct fd_slot *s)
 	 * has the headroom), and the server must see it, or a session
 	 * waiting for the log would hold it full for ever (a recovery point
 	 * that waits for no connection: snapshot_connections = none). */
-	if (real.recvfrom(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) == 0)
+	if (client_left(fd))
 		return 1;
 	/* There the log frees only once no client is connected: a client
 	 * whose input waits ends its session (nothing of it was logged, so

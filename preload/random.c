@@ -84,45 +84,36 @@ APUS_EXPORT long mrand48(void)
  * the clock).  In a window they give the entry's numbers and leave the
  * state set from them, so that what the caller draws next, in a window or
  * not, is the same on every replica too. */
-static void xsubi_set(unsigned short x[3], uint64_t v)
+static uint64_t rand48_next(unsigned short x[3])
 {
-	x[0] = (unsigned short)v;
-	x[1] = (unsigned short)(v >> 16);
-	x[2] = (unsigned short)(v >> 32);
+	uint64_t v = input_random_next();
+
+	x[0] = (unsigned short)(v >> 16);
+	x[1] = (unsigned short)(v >> 32);
+	x[2] = (unsigned short)(v >> 48);
+	return v;
 }
 
 APUS_EXPORT double erand48(unsigned short x[3])
 {
-	if (in_window()) {
-		uint64_t v = input_random_next();
-
-		xsubi_set(x, v >> 16);
-		return (double)(v >> 16) * 0x1p-48;
-	}
+	if (in_window())
+		return (double)(rand48_next(x) >> 16) * 0x1p-48;
 	real_resolve();
 	return real.erand48(x);
 }
 
 APUS_EXPORT long nrand48(unsigned short x[3])
 {
-	if (in_window()) {
-		uint64_t v = input_random_next();
-
-		xsubi_set(x, v >> 16);
-		return (long)(v >> 33);
-	}
+	if (in_window())
+		return (long)(rand48_next(x) >> 33);
 	real_resolve();
 	return real.nrand48(x);
 }
 
 APUS_EXPORT long jrand48(unsigned short x[3])
 {
-	if (in_window()) {
-		uint64_t v = input_random_next();
-
-		xsubi_set(x, v >> 16);
-		return (long)(int32_t)(uint32_t)(v >> 32);
-	}
+	if (in_window())
+		return (long)(int32_t)(uint32_t)(rand48_next(x) >> 32);
 	real_resolve();
 	return real.jrand48(x);
 }
