@@ -136,10 +136,15 @@ static int copy_str(struct parser *p, const char *key, const char *v, char *dst,
 	return 0;
 }
 
-static int set_global(struct parser *p, struct apus_config *c, const char *k, const char *v,
-		      int *default_port, int *default_metrics)
+/* A set_*_key() helper's answer for a key of another topic: set_global()
+ * asks the next one (0 and -1 are the parse's own answers). */
+#define OTHER_TOPIC 1
+
+/* The cluster's identity and where its nodes meet: names, transport, ports,
+ * the files they share, and how soon a silent peer counts as gone. */
+static int set_cluster_key(struct parser *p, struct apus_config *c, const char *k,
+			   const char *v, int *default_port, int *default_metrics)
 {
-	uint64_t sz;
 	int i;
 
 	if (!strcmp(k, "cluster")) {
@@ -153,6 +158,40 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 			return -1;
 		return copy_str(p, k, v, c->transport, sizeof(c->transport));
 	}
+	if (!strcmp(k, "heartbeat_ms"))
+		return parse_int(p, k, v, 1, 10000, &c->heartbeat_ms);
+	if (!strcmp(k, "suspect_ms")) {
+		if (parse_int(p, k, v, 1, 600000, &c->suspect_ms))
+			return -1;
+		c->suspect_line = p->line;
+		return 0;
+	}
+	if (!strcmp(k, "start_timeout_ms"))
+		return parse_int(p, k, v, 100, 600000, &c->start_timeout_ms);
+	if (!strcmp(k, "region_dir")) {
+		if (strcmp(v, "none") && v[0] != '/') {
+			fail(p, "region_dir '%s' must be an absolute directory or 'none'", v);
+			return -1;
+		}
+		return copy_str(p, k, v, c->region_dir, sizeof(c->region_dir));
+	}
+	/* Defaults for the [node N] sections, which may name their own. */
+	if (!strcmp(k, "app_port"))
+		return parse_int(p, k, v, 1, 65535, default_port);
+	if (!strcmp(k, "metrics_port"))
+		return parse_int(p, k, v, 1, 65535, default_metrics);
+	if (!strcmp(k, "secret_file"))
+		return copy_str(p, k, v, c->secret_file, sizeof(c->secret_file));
+	if (!strcmp(k, "run_dir"))
+		return copy_str(p, k, v, c->run_dir, sizeof(c->run_dir));
+	return OTHER_TOPIC;
+}
+
+/* The log: its size, its largest entry, and when it reaches the disk. */
+static int set_log_key(struct parser *p, struct apus_config *c, const char *k, const char *v)
+{
+	uint64_t sz;
+
 	if (!strcmp(k, "log_size")) {
 		if (parse_size(p, k, v, &sz))
 			return -1;
@@ -171,8 +210,17 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 	}
 	if (!strcmp(k, "fsync"))
 		return parse_name(p, k, v, fsync_names, 3, &c->fsync);
+	if (!strcmp(k, "fsync_interval_ms"))
+		return parse_int(p, k, v, 1, 60000, &c->fsync_interval_ms);
 	if (!strcmp(k, "commit_wait"))
 		return parse_name(p, k, v, commit_wait_names, 2, &c->commit_wait);
+	return OTHER_TOPIC;
+}
+
+/* How the replicas stay the same: replay, the checker, divergence and its
+ * repair, and the randomness a server draws. */
+static int set_replay_key(struct parser *p, struct apus_config *c, const char *k, const char *v)
+{
 	if (!strcmp(k, "checker"))
 		return parse_name(p, k, v, on_off_names, 2, &c->checker);
 	if (!strcmp(k, "checker_greeting"))
@@ -185,6 +233,8 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		return parse_name(p, k, v, thread_order_names, 2, &c->thread_order);
 	if (!strcmp(k, "divergence"))
 		return parse_name(p, k, v, divergence_names, 3, &c->divergence);
+	if (!strcmp(k, "repair_interval_s"))
+		return parse_int(p, k, v, 1, 1000000, &c->repair_interval_s);
 	if (!strcmp(k, "randomness"))
 		return parse_name(p, k, v, randomness_names, 2, &c->randomness);
 	if (!strcmp(k, "seed_function")) {
@@ -196,24 +246,20 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 	}
 	if (!strcmp(k, "seed_every"))
 		return parse_int(p, k, v, 1, 1000000000, &c->seed_every);
-	if (!strcmp(k, "fsync_interval_ms"))
-		return parse_int(p, k, v, 1, 60000, &c->fsync_interval_ms);
-	if (!strcmp(k, "heartbeat_ms"))
-		return parse_int(p, k, v, 1, 10000, &c->heartbeat_ms);
-	if (!strcmp(k, "suspect_ms")) {
-		if (parse_int(p, k, v, 1, 600000, &c->suspect_ms))
-			return -1;
-		c->suspect_line = p->line;
-		return 0;
-	}
-	if (!strcmp(k, "start_timeout_ms"))
-		return parse_int(p, k, v, 100, 600000, &c->start_timeout_ms);
+	return OTHER_TOPIC;
+}
+
+/* Recovery points: the guard's CRIU checkpoints and the nodes' own
+ * snapshots, how often each is taken and how old one may grow. */
+static int set_recovery_key(struct parser *p, struct apus_config *c, const char *k,
+			    const char *v)
+{
+	uint64_t sz;
+
+	if (!strcmp(k, "guard"))
+		return parse_name(p, k, v, on_off_names, 2, &c->guard);
 	if (!strcmp(k, "checkpoint_keep"))
 		return parse_int(p, k, v, 1, 32, &c->checkpoint_keep);
-	if (!strcmp(k, "recovery_point_max_age_s"))
-		return parse_int(p, k, v, 0, 100000000, &c->recovery_point_max_age_s);
-	if (!strcmp(k, "repair_interval_s"))
-		return parse_int(p, k, v, 1, 1000000, &c->repair_interval_s);
 	if (!strcmp(k, "checkpoint_interval_s"))
 		return parse_int(p, k, v, 0, 1000000, &c->checkpoint_interval_s);
 	if (!strcmp(k, "checkpoint_entries")) {
@@ -223,21 +269,13 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		c->checkpoint_entries = (uint64_t)e;
 		return 0;
 	}
-	if (!strcmp(k, "guard"))
-		return parse_name(p, k, v, on_off_names, 2, &c->guard);
-	if (!strcmp(k, "app_cmd"))
-		return copy_str(p, k, v, c->app_cmd, sizeof(c->app_cmd));
-	if (!strcmp(k, "app_reset_cmd"))
-		return copy_str(p, k, v, c->app_reset_cmd, sizeof(c->app_reset_cmd));
-	if (!strcmp(k, "snapshot_cmd"))
-		return copy_str(p, k, v, c->snapshot_cmd, sizeof(c->snapshot_cmd));
+	if (!strcmp(k, "recovery_point_max_age_s"))
+		return parse_int(p, k, v, 0, 100000000, &c->recovery_point_max_age_s);
 	if (!strcmp(k, "snapshot_leader"))
 		return parse_name(p, k, v, on_off_names, 2, &c->snapshot_leader);
 	if (!strcmp(k, "snapshot_connections"))
 		return parse_name(p, k, v, snapshot_connections_names, 3,
 				  &c->snapshot_connections);
-	if (!strcmp(k, "snapshot_load_cmd"))
-		return copy_str(p, k, v, c->snapshot_load_cmd, sizeof(c->snapshot_load_cmd));
 	if (!strcmp(k, "snapshot_interval_s"))
 		return parse_int(p, k, v, 0, 1000000, &c->snapshot_interval_s);
 	if (!strcmp(k, "snapshot_log_bytes")) {
@@ -257,26 +295,45 @@ static int set_global(struct parser *p, struct apus_config *c, const char *k, co
 		}
 		return copy_str(p, k, v, c->snapshot_file, sizeof(c->snapshot_file));
 	}
-	if (!strcmp(k, "leader_hook"))
-		return copy_str(p, k, v, c->leader_hook, sizeof(c->leader_hook));
+	return OTHER_TOPIC;
+}
+
+/* The commands that start, reset, snapshot, load and check the server,
+ * and the hook run on leadership. */
+static int set_app_key(struct parser *p, struct apus_config *c, const char *k, const char *v)
+{
+	if (!strcmp(k, "app_cmd"))
+		return copy_str(p, k, v, c->app_cmd, sizeof(c->app_cmd));
+	if (!strcmp(k, "app_reset_cmd"))
+		return copy_str(p, k, v, c->app_reset_cmd, sizeof(c->app_reset_cmd));
+	if (!strcmp(k, "snapshot_cmd"))
+		return copy_str(p, k, v, c->snapshot_cmd, sizeof(c->snapshot_cmd));
+	if (!strcmp(k, "snapshot_load_cmd"))
+		return copy_str(p, k, v, c->snapshot_load_cmd, sizeof(c->snapshot_load_cmd));
 	if (!strcmp(k, "verify_cmd"))
 		return copy_str(p, k, v, c->verify_cmd, sizeof(c->verify_cmd));
-	if (!strcmp(k, "region_dir")) {
-		if (strcmp(v, "none") && v[0] != '/') {
-			fail(p, "region_dir '%s' must be an absolute directory or 'none'", v);
-			return -1;
-		}
-		return copy_str(p, k, v, c->region_dir, sizeof(c->region_dir));
-	}
-	if (!strcmp(k, "app_port"))
-		return parse_int(p, k, v, 1, 65535, default_port);
-	if (!strcmp(k, "metrics_port"))
-		return parse_int(p, k, v, 1, 65535, default_metrics);
-	if (!strcmp(k, "secret_file"))
-		return copy_str(p, k, v, c->secret_file, sizeof(c->secret_file));
-	if (!strcmp(k, "run_dir"))
-		return copy_str(p, k, v, c->run_dir, sizeof(c->run_dir));
-	return fail(p, "unknown key '%s'", k);
+	if (!strcmp(k, "leader_hook"))
+		return copy_str(p, k, v, c->leader_hook, sizeof(c->leader_hook));
+	return OTHER_TOPIC;
+}
+
+/* A key outside any [node N] section: each topic's helper in turn. */
+static int set_global(struct parser *p, struct apus_config *c, const char *k, const char *v,
+		      int *default_port, int *default_metrics)
+{
+	int rc = set_cluster_key(p, c, k, v, default_port, default_metrics);
+
+	if (rc == OTHER_TOPIC)
+		rc = set_log_key(p, c, k, v);
+	if (rc == OTHER_TOPIC)
+		rc = set_replay_key(p, c, k, v);
+	if (rc == OTHER_TOPIC)
+		rc = set_recovery_key(p, c, k, v);
+	if (rc == OTHER_TOPIC)
+		rc = set_app_key(p, c, k, v);
+	if (rc == OTHER_TOPIC)
+		return fail(p, "unknown key '%s'", k);
+	return rc;
 }
 
 static int set_node(struct parser *p, struct node_conf *n, const char *k, const char *v)

@@ -449,11 +449,120 @@ static void node_pick_role(struct node *n, int recovered)
 	n->view_start = 1;
 }
 
+/* Loads the configuration (as the membership agreed since may have changed
+ * it) and finds its transport.  0, or -1 (ERR). */
+static int node_configure(struct node *n, const char *config_path, int self, char *err,
+			  size_t errlen)
+{
+	char whose[128];
+
+	if (self < 0 || members_config_load(config_path, self, &n->cfg, whose, sizeof(whose), err,
+					    errlen))
+		return -1;
+	if (whose[0])
+		pr_warn("%s does not name node %d: following the membership agreed since, from %s",
+			n->cfg.path, self, whose);
+	n->ops = transport_find(n->cfg.transport);
+	if (!n->ops) {
+		snprintf(err, errlen, "%s: transport '%s' is not available in this build",
+			 n->cfg.path, n->cfg.transport);
+		return -1;
+	}
+	return 0;
+}
+
+/* The fields that need no resource: who we are, the log's size, and how
+ * long to spin (APUS_SPIN_US, APUS_SPIN_MAX_US) before sleeping. */
+static void node_init_fields(struct node *n, int self)
+{
+	n->self = self;
+	n->log_size = n->cfg.log_size;
+	n->spin_ns = DEFAULT_SPIN_US * 1000ULL;
+	n->started_ns = now_ns();
+	n->exec_idx = 1;
+	const char *spin = getenv("APUS_SPIN_US");
+	if (spin && *spin)
+		n->spin_ns = strtoull(spin, NULL, 10) * 1000ULL;
+	spin = getenv("APUS_SPIN_MAX_US");
+	n->spin_max_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_MAX_US) * 1000ULL;
+	pthread_mutex_init(&n->lock, NULL);
+}
+
+/* Maps the region, carrying over the durable log of a previous run
+ * (*RECOVERED says whether there was one), and opens its durable copy.
+ * 0, or -1 (ERR). */
+static int node_map_region(struct node *n, int self, int *recovered, char *err, size_t errlen)
+{
+	struct region_origin origin;
+	void *base;
+	int rc;
+
+	n->wal.fd = -1;
+	rc = region_create(&n->cfg, self, &base, &n->region_fd, &origin);
+	if (rc) {
+		snprintf(err, errlen, "cannot create the region in %s: %s",
+			 n->cfg.nodes[self].data_dir, strerror(-rc));
+		return -1;
+	}
+	*recovered = origin.recovered;
+	n->region = base;
+	n->region_size = region_size_for(n->log_size);
+	n->ctl = base;
+	n->status = region_status(n->ctl);
+	n->log = n->region + REGION_CTL_SIZE;
+	rc = wal_open(&n->wal, &n->cfg, self, n->region, &origin);
+	if (rc) {
+		snprintf(err, errlen, "cannot keep the log's durable copy in %s: %s",
+			 n->cfg.nodes[self].data_dir, strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+/* A node the membership removed (or never added) keeps running, as no
+ * replica: it replicates nothing and its server refuses clients. */
+static void node_refuse_if_no_member(struct node *n, int self)
+{
+	if (node_is_member(n, self))
+		return;
+	pr_warn("node %d is no member of the cluster (%s): it replicates nothing and its "
+		"server refuses clients", self, member_role_name(n->cfg.nodes[self].member));
+	n->role = ROLE_REMOVED;
+	n->leader = -1;
+	n->serving = 0;
+}
+
+/* fsync = batch: the thread that makes the log durable every interval.
+ * 0, or -1 (ERR). */
+static int node_start_sync(struct node *n, char *err, size_t errlen)
+{
+	if (n->cfg.fsync != FSYNC_BATCH)
+		return 0;
+	if (pthread_create(&n->sync_thread, NULL, sync_main, n)) {
+		snprintf(err, errlen, "cannot start the fsync thread");
+		return -1;
+	}
+	n->sync_started = 1;
+	return 0;
+}
+
+/* A node that failed to start: the mapping stays, the CLI reads the error
+ * from it.  The node struct goes unless a transport holds it (its threads
+ * may run). */
+static void node_start_failed(struct node *n, const char *err)
+{
+	if (n->ctl) {
+		n->status->role = ROLE_FAILED;
+		snprintf(n->status->error, sizeof(n->status->error), "%s", err);
+		store64(&n->status->updated_ms, realtime_ms());
+	}
+	if (!n->tp)
+		free(n);
+}
+
 struct node *node_start(const char *config_path, int self, char *err, size_t errlen)
 {
 	struct node *n = calloc(1, sizeof(*n));
-	void *base;
-	struct region_origin origin;
 	int rc, recovered = 0;
 
 	if (!n) {
@@ -466,50 +575,11 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	char whose[128];
-	if (self < 0 || members_config_load(config_path, self, &n->cfg, whose, sizeof(whose), err,
-					    errlen))
+	if (node_configure(n, config_path, self, err, errlen))
 		goto fail;
-	if (whose[0])
-		pr_warn("%s does not name node %d: following the membership agreed since, from %s",
-			n->cfg.path, self, whose);
-	n->ops = transport_find(n->cfg.transport);
-	if (!n->ops) {
-		snprintf(err, errlen, "%s: transport '%s' is not available in this build",
-			 n->cfg.path, n->cfg.transport);
+	node_init_fields(n, self);
+	if (node_map_region(n, self, &recovered, err, errlen))
 		goto fail;
-	}
-	n->self = self;
-	n->log_size = n->cfg.log_size;
-	n->spin_ns = DEFAULT_SPIN_US * 1000ULL;
-	n->started_ns = now_ns();
-	n->exec_idx = 1;
-	const char *spin = getenv("APUS_SPIN_US");
-	if (spin && *spin)
-		n->spin_ns = strtoull(spin, NULL, 10) * 1000ULL;
-	spin = getenv("APUS_SPIN_MAX_US");
-	n->spin_max_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_MAX_US) * 1000ULL;
-	pthread_mutex_init(&n->lock, NULL);
-
-	n->wal.fd = -1;
-	rc = region_create(&n->cfg, self, &base, &n->region_fd, &origin);
-	if (rc) {
-		snprintf(err, errlen, "cannot create the region in %s: %s",
-			 n->cfg.nodes[self].data_dir, strerror(-rc));
-		goto fail;
-	}
-	recovered = origin.recovered;
-	n->region = base;
-	n->region_size = region_size_for(n->log_size);
-	n->ctl = base;
-	n->status = region_status(n->ctl);
-	n->log = n->region + REGION_CTL_SIZE;
-	rc = wal_open(&n->wal, &n->cfg, self, n->region, &origin);
-	if (rc) {
-		snprintf(err, errlen, "cannot keep the log's durable copy in %s: %s",
-			 n->cfg.nodes[self].data_dir, strerror(-rc));
-		goto fail;
-	}
 	if (members_load(n, err, errlen))
 		goto fail;
 	/* A fresh server starts from the state the log starts from: a
@@ -520,13 +590,7 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 	if (node_app_reset(n, err, errlen))
 		goto fail;
 	node_pick_role(n, recovered);
-	if (!node_is_member(n, self)) {
-		pr_warn("node %d is no member of the cluster (%s): it replicates nothing and its "
-			"server refuses clients", self, member_role_name(n->cfg.nodes[self].member));
-		n->role = ROLE_REMOVED;
-		n->leader = -1;
-		n->serving = 0;
-	}
+	node_refuse_if_no_member(n, self);
 	node_snapshot_check(n);
 	rc = n->ops->open(&n->cfg, self, n->region, n->region_size, &n->tp);
 	if (rc) {
@@ -543,13 +607,8 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 	n->led_views = n->leader >= 0 ? n->view + 1 : 0;
 	node_save_durable(n);
 	node_update_status(n);
-	if (n->cfg.fsync == FSYNC_BATCH) {
-		if (pthread_create(&n->sync_thread, NULL, sync_main, n)) {
-			snprintf(err, errlen, "cannot start the fsync thread");
-			goto fail;
-		}
-		n->sync_started = 1;
-	}
+	if (node_start_sync(n, err, errlen))
+		goto fail;
 	/* Logged before the role thread exists: it changes role and view. */
 	pr_info("node %d of %d starting as %s of view %llu (transport %s, log %llu bytes, fsync %s)",
 		self, n->cfg.nnodes, role_label(n->role),
@@ -564,14 +623,6 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 	metrics_start(n);
 	return n;
 fail:
-	/* The mapping stays: the CLI reads the error from it.  The node
-	 * struct goes unless a transport holds it (its threads may run). */
-	if (n->ctl) {
-		n->status->role = ROLE_FAILED;
-		snprintf(n->status->error, sizeof(n->status->error), "%s", err);
-		store64(&n->status->updated_ms, realtime_ms());
-	}
-	if (!n->tp)
-		free(n);
+	node_start_failed(n, err);
 	return NULL;
 }

@@ -499,72 +499,77 @@ static int leader_point_cut(struct node *n, char *why, size_t whylen)
 	return 1;
 }
 
-/* Takes one snapshot of this node.  0, or -1 or SNAP_TRY_SOON (with WHY). */
-static int take(struct node *n, char *why, size_t whylen)
+/* The leader is never paused: read-ahead pauses instead, and the server
+ * must have read every entry logged so far before snapshot_cmd makes it
+ * fork.  0 (read-ahead paused), or -1 (WHY). */
+static int pause_leader(struct node *n, char *why, size_t whylen)
 {
-	int leader = node_role(n) == ROLE_LEADER;
-	struct timespec started;
-	char path[PATH_MAX];
-	struct stat st;
-	int s, status;
-
-	n->snap_cap_rand = UINT64_MAX;	/* unknown unless the server forks */
-	if (leader) {
-		if (!node_serving(n)) {
-			snprintf(why, whylen, "the leader is not serving yet");
-			return -1;
-		}
-		__atomic_store_n(&n->snap_forks, 0, __ATOMIC_RELAXED);
-		set_snap_state(n, SNAP_ARMED);	/* read-ahead pauses */
-		for (uint64_t t0 = now_ns(); input_pending(n);) {
-			if (now_ns() - t0 > DRAIN_MAX_NS) {
-				set_snap_state(n, SNAP_IDLE);
-				snprintf(why, whylen, "the server left read-ahead bytes unread");
-				return -1;
-			}
-			sleep_ns(1000000);
-		}
-	} else {
-		n->snap_open_conns = 0;	/* the role thread's answers, before it holds */
-		n->snap_mid_conns = 0;
-		set_snap_state(n, SNAP_HOLD);
-		n->ops->ring(n->tp, n->self);
-		s = wait_state(n, SNAP_HOLD, HOLD_WAIT_NS);
-		if (s != SNAP_HELD && n->snap_mid_conns) {
-			set_snap_state(n, SNAP_IDLE);
-			snprintf(why, whylen, "%d client connection%s input unanswered at entry %llu "
-				 "(connection %llu.%llu): a recovery point there would cut a request "
-				 "read in part", n->snap_mid_conns,
-				 n->snap_mid_conns == 1 ? " had its" : "s had their",
-				 (unsigned long long)n->snap_cap_idx,
-				 (unsigned long long)n->snap_mid_vs.view,
-				 (unsigned long long)n->snap_mid_vs.idx);
-			return SNAP_TRY_SOON;
-		}
-		if (s != SNAP_HELD && n->snap_open_conns) {
-			set_snap_state(n, SNAP_IDLE);
-			snprintf(why, whylen, "%d client connection%s open at entry %llu: a recovery "
-				 "point there would lose %s session (snapshot_connections = none)",
-				 n->snap_open_conns, n->snap_open_conns == 1 ? " was" : "s were",
-				 (unsigned long long)n->snap_cap_idx,
-				 n->snap_open_conns == 1 ? "its" : "their");
-			return SNAP_TRY_SOON;
-		}
-		if (s != SNAP_HELD) {
-			set_snap_state(n, SNAP_IDLE);
-			snprintf(why, whylen, "%s", s == SNAP_HOLD ? "the role thread did not hold"
-						: "its server did not take its turns in time, or a "
-						  "checkpoint was under way");
-			return -1;
-		}
+	if (!node_serving(n)) {
+		snprintf(why, whylen, "the leader is not serving yet");
+		return -1;
 	}
-	sys.clock_gettime(CLOCK_REALTIME_COARSE, &started);
-	status = run_cmd(n, n->cfg.snapshot_cmd, "snapshot_cmd");
-	s = snap_state(n);
-	set_snap_state(n, SNAP_IDLE);	/* execution and read-ahead go on */
-	struct recovery_point rp = { n->snap_cap_idx, n->snap_cap_pos, n->snap_cap_view, 0,
-				     n->snap_cap_rand };
-	int forks = __atomic_load_n(&n->snap_forks, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&n->snap_forks, 0, __ATOMIC_RELAXED);
+	set_snap_state(n, SNAP_ARMED);	/* read-ahead pauses */
+	for (uint64_t t0 = now_ns(); input_pending(n);) {
+		if (now_ns() - t0 > DRAIN_MAX_NS) {
+			set_snap_state(n, SNAP_IDLE);
+			snprintf(why, whylen, "the server left read-ahead bytes unread");
+			return -1;
+		}
+		sleep_ns(1000000);
+	}
+	return 0;
+}
+
+/* Has the role thread hold a backup's execution once its server took
+ * every turn sent to it.  0 (held), or -1 or SNAP_TRY_SOON (WHY): a
+ * client's request read in part, or a session snapshot_connections = none
+ * would lose, is a moment that does not suit. */
+static int hold_backup(struct node *n, char *why, size_t whylen)
+{
+	int s;
+
+	n->snap_open_conns = 0;	/* the role thread's answers, before it holds */
+	n->snap_mid_conns = 0;
+	set_snap_state(n, SNAP_HOLD);
+	n->ops->ring(n->tp, n->self);
+	s = wait_state(n, SNAP_HOLD, HOLD_WAIT_NS);
+	if (s != SNAP_HELD && n->snap_mid_conns) {
+		set_snap_state(n, SNAP_IDLE);
+		snprintf(why, whylen, "%d client connection%s input unanswered at entry %llu "
+			 "(connection %llu.%llu): a recovery point there would cut a request "
+			 "read in part", n->snap_mid_conns,
+			 n->snap_mid_conns == 1 ? " had its" : "s had their",
+			 (unsigned long long)n->snap_cap_idx,
+			 (unsigned long long)n->snap_mid_vs.view,
+			 (unsigned long long)n->snap_mid_vs.idx);
+		return SNAP_TRY_SOON;
+	}
+	if (s != SNAP_HELD && n->snap_open_conns) {
+		set_snap_state(n, SNAP_IDLE);
+		snprintf(why, whylen, "%d client connection%s open at entry %llu: a recovery "
+			 "point there would lose %s session (snapshot_connections = none)",
+			 n->snap_open_conns, n->snap_open_conns == 1 ? " was" : "s were",
+			 (unsigned long long)n->snap_cap_idx,
+			 n->snap_open_conns == 1 ? "its" : "their");
+		return SNAP_TRY_SOON;
+	}
+	if (s != SNAP_HELD) {
+		set_snap_state(n, SNAP_IDLE);
+		snprintf(why, whylen, "%s", s == SNAP_HOLD ? "the role thread did not hold"
+					: "its server did not take its turns in time, or a "
+					  "checkpoint was under way");
+		return -1;
+	}
+	return 0;
+}
+
+/* Whether what snapshot_cmd left (its exit STATUS, the snapshot state S
+ * it left, the server's FORKS meanwhile) is the state at RP's entry.  0,
+ * or -1 or SNAP_TRY_SOON (WHY). */
+static int point_holds(struct node *n, int leader, int status, int s, int forks,
+		       const struct recovery_point *rp, char *why, size_t whylen)
+{
 	if (status && status != SNAPSHOT_CMD_CUT) {
 		snprintf(why, whylen, "snapshot_cmd exited with %d", status);
 		return -1;
@@ -580,7 +585,7 @@ static int take(struct node *n, char *why, size_t whylen)
 				      "(apps/redis/snapshot.sh: BGSAVE)");
 		return -1;
 	}
-	if (leader && !rp.index) {
+	if (leader && !rp->index) {
 		snprintf(why, whylen, "read-ahead bytes waited at the fork");
 		return -1;
 	}
@@ -588,13 +593,65 @@ static int take(struct node *n, char *why, size_t whylen)
 		return SNAP_TRY_SOON;
 	if (status == SNAPSHOT_CMD_CUT &&
 	    mid_request_refused(n, "snapshot_cmd saw a client mid-request or mid-transaction "
-			       "at the fork", rp.index)) {
+			       "at the fork", rp->index)) {
 		snprintf(why, whylen, "snapshot_cmd exited %d at entry %llu: the server had a "
 			 "client's request read in part, or a transaction open (its message is in "
 			 "apus.log): a recovery point there would cut it", SNAPSHOT_CMD_CUT,
-			 (unsigned long long)rp.index);
+			 (unsigned long long)rp->index);
 		return SNAP_TRY_SOON;
 	}
+	return 0;
+}
+
+/* Keeps the snapshot file PATH as the node's recovery point RP, with the
+ * clients' sessions first: a committed point has its file.  Their
+ * descriptors are the fork's (no fork, FORKS 0: none can be named).  0,
+ * or -1 (WHY). */
+static int keep_point(struct node *n, const char *path, struct recovery_point *rp, int forks,
+		      char *why, size_t whylen)
+{
+	int rc = sessions_keep(&n->cfg, n->self, rp->index,
+			       forks == 1 ? __atomic_load_n(&n->point_conn, __ATOMIC_ACQUIRE) : NULL);
+	if (rc < 0) {
+		snprintf(why, whylen, "cannot keep the clients' sessions: %s", strerror(-rc));
+		return -1;
+	}
+	rc = recovery_commit(&n->cfg, n->self, path, rp);
+	if (rc) {
+		snprintf(why, whylen, "cannot keep it as the recovery point: %s", strerror(-rc));
+		return -1;
+	}
+	sessions_prune(&n->cfg, n->self, rp->index);
+	publish(n, rp);
+	store64(&n->status->snap_bytes, rp->bytes);
+	pr_info("snapshot at entry %llu (%.1f MB): the recovery point", (unsigned long long)rp->index,
+		(double)rp->bytes / 1e6);
+	return 0;
+}
+
+/* Takes one snapshot of this node.  0, or -1 or SNAP_TRY_SOON (with WHY). */
+static int take(struct node *n, char *why, size_t whylen)
+{
+	int leader = node_role(n) == ROLE_LEADER;
+	struct timespec started;
+	char path[PATH_MAX];
+	struct stat st;
+	int s, status, rc;
+
+	n->snap_cap_rand = UINT64_MAX;	/* unknown unless the server forks */
+	rc = leader ? pause_leader(n, why, whylen) : hold_backup(n, why, whylen);
+	if (rc)
+		return rc;
+	sys.clock_gettime(CLOCK_REALTIME_COARSE, &started);
+	status = run_cmd(n, n->cfg.snapshot_cmd, "snapshot_cmd");
+	s = snap_state(n);
+	set_snap_state(n, SNAP_IDLE);	/* execution and read-ahead go on */
+	struct recovery_point rp = { n->snap_cap_idx, n->snap_cap_pos, n->snap_cap_view, 0,
+				     n->snap_cap_rand };
+	int forks = __atomic_load_n(&n->snap_forks, __ATOMIC_ACQUIRE);
+	rc = point_holds(n, leader, status, s, forks, &rp, why, whylen);
+	if (rc)
+		return rc;
 	if (config_node_path(&n->cfg, n->self, n->cfg.snapshot_file, path, sizeof(path)) ||
 	    !file_newer(path, &started, &st)) {
 		snprintf(why, whylen, "snapshot_cmd did not write %.200s", path);
@@ -608,25 +665,7 @@ static int take(struct node *n, char *why, size_t whylen)
 			 (unsigned long long)rp.index);
 		return -1;
 	}
-	/* The clients' sessions first: a committed point has its file.  Their
-	 * descriptors are the fork's (no fork: none can be named). */
-	int rc = sessions_keep(&n->cfg, n->self, rp.index,
-			       forks == 1 ? __atomic_load_n(&n->point_conn, __ATOMIC_ACQUIRE) : NULL);
-	if (rc < 0) {
-		snprintf(why, whylen, "cannot keep the clients' sessions: %s", strerror(-rc));
-		return -1;
-	}
-	rc = recovery_commit(&n->cfg, n->self, path, &rp);
-	if (rc) {
-		snprintf(why, whylen, "cannot keep it as the recovery point: %s", strerror(-rc));
-		return -1;
-	}
-	sessions_prune(&n->cfg, n->self, rp.index);
-	publish(n, &rp);
-	store64(&n->status->snap_bytes, rp.bytes);
-	pr_info("snapshot at entry %llu (%.1f MB): the recovery point", (unsigned long long)rp.index,
-		(double)rp.bytes / 1e6);
-	return 0;
+	return keep_point(n, path, &rp, forks, why, whylen);
 }
 
 /* Whether someone asked for a recovery point now (SNAPSHOT_REQUEST_FILE);

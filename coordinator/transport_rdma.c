@@ -301,32 +301,15 @@ static uint32_t min_u32(uint32_t a, uint32_t b)
 	return a < b ? a : b;
 }
 
-static int rdma_open(const struct apus_config *cfg, int self, void *region, size_t size,
-		     struct transport **out)
+/* A transport with nothing opened yet, for teardown() to free however far
+ * rdma_open() gets; NULL if out of memory. */
+static struct rdma_transport *rdma_alloc(const struct apus_config *cfg, int self, void *region,
+					 size_t size)
 {
-	const struct node_conf *me = &cfg->nodes[self];
-	struct rdma_transport *s;
-	struct ibv_device **devs;
-	struct ibv_device_attr da;
-	struct ibv_port_attr pa;
-	struct sockaddr_storage ss;
-	char err[512];
-	int ndev = 0, one = 1, rc;
+	struct rdma_transport *s = calloc(1, sizeof(*s));
 
-	devs = ibv_get_device_list(&ndev);
-	if (devs)
-		ibv_free_device_list(devs);
-	if (!devs || ndev <= 0) {
-		pr_err("no RDMA device (ibv_devices lists none); use transport tcp");
-		return -ENODEV;
-	}
-	if (!me->peer_port || node_sockaddr(me, me->peer_port, &ss, NULL)) {
-		pr_err("node %d needs a numeric address and a peer_port for transport rdma", self);
-		return -EINVAL;
-	}
-	s = calloc(1, sizeof(*s));
 	if (!s)
-		return -ENOMEM;
+		return NULL;
 	s->t.ops = &transport_rdma_ops;
 	s->cfg = cfg;
 	s->self = self;
@@ -341,43 +324,58 @@ static int rdma_open(const struct apus_config *cfg, int self, void *region, size
 		pthread_mutex_init(&s->out[i].lock, NULL);
 		pthread_mutex_init(&s->out[i].connecting, NULL);
 	}
-	rc = admit_key_load(me->secret_file, &s->key, err, sizeof(err));
-	if (rc) {
-		pr_err("%s", err);
-		goto fail;
-	}
+	return s;
+}
+
+/* The listener's cm id, bound to our address SS: its device (s->ctx) is
+ * the one every connection of ours must use.  0, or -errno. */
+static int open_listener(struct rdma_transport *s, const struct node_conf *me,
+			 struct sockaddr_storage *ss)
+{
+	int one = 1;
+
 	s->ech = rdma_create_event_channel();
 	if (!s->ech || set_nonblock(s->ech->fd)) {
-		rc = neg_errno();
+		int rc = neg_errno();
 		pr_perror("cannot create an rdma_cm event channel");
-		goto fail;
+		return rc;
 	}
 	if (rdma_create_id(s->ech, &s->listen, NULL, RDMA_PS_TCP)) {
-		rc = neg_errno();
+		int rc = neg_errno();
 		pr_perror("cannot create an rdma_cm id");
-		goto fail;
+		return rc;
 	}
 	/* Best effort: a restarted node gets its port back at once. */
 	rdma_set_option(s->listen, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one));
-	if (rdma_bind_addr(s->listen, (struct sockaddr *)&ss)) {
-		rc = neg_errno();
+	if (rdma_bind_addr(s->listen, (struct sockaddr *)ss)) {
+		int rc = neg_errno();
 		pr_perror("cannot bind to %s:%d", me->address, me->peer_port);
-		goto fail;
+		return rc;
 	}
 	if (!s->listen->verbs) {
-		rc = -ENODEV;
 		pr_err("%s is not the address of an RDMA device's interface (see ibv_devices, "
 		       "rdma link)", me->address);
-		goto fail;
+		return -ENODEV;
 	}
 	s->ctx = s->listen->verbs;
 	s->iwarp = s->ctx->device->transport_type == IBV_TRANSPORT_IWARP;
+	return 0;
+}
+
+/* Sizes the queues to what the device allows.  0, or -errno (-ENOSPC: a
+ * device too small for us). */
+static int size_queues(struct rdma_transport *s)
+{
+	struct ibv_device_attr da;
+	struct ibv_port_attr pa;
+	int rc;
+
 	if ((rc = ibv_query_device(s->ctx, &da)) ||
 	    (rc = ibv_query_port(s->ctx, s->listen->port_num, &pa))) {
 		rc = rc > 0 ? -rc : -EIO;
 		pr_err("cannot query RDMA device %s: %s", ibv_get_device_name(s->ctx->device),
 		       strerror(-rc));
-		goto fail;
+		return rc;
 	}
 	s->max_msg = pa.max_msg_sz ? min_u32(pa.max_msg_sz, 1u << 30) : 1u << 30;
 	s->sq_depth = min_u32(SQ_DEPTH, (uint32_t)da.max_qp_wr);
@@ -385,35 +383,79 @@ static int rdma_open(const struct apus_config *cfg, int self, void *region, size
 	s->recv_depth = min_u32(min_u32(RECV_DEPTH, (uint32_t)da.max_qp_wr),
 				(uint32_t)da.max_cqe / MAX_IN);
 	if (s->recv_depth < 16 || s->sq_depth < 16 || da.max_cqe < 2 * SQ_DEPTH) {
-		rc = -ENOSPC;
 		pr_err("RDMA device %s is too small (max_qp_wr %d, max_cqe %d)",
 		       ibv_get_device_name(s->ctx->device), da.max_qp_wr, da.max_cqe);
-		goto fail;
+		return -ENOSPC;
 	}
+	return 0;
+}
+
+/* Registers the region (SIZE bytes at REGION) for the peers' remote
+ * writes, and makes the one receive CQ every incoming QP shares, with a
+ * completion channel that wakes wait().  0, or -errno. */
+static int register_region(struct rdma_transport *s, void *region, size_t size)
+{
+	int rc;
+
 	s->pd = ibv_alloc_pd(s->ctx);
 	if (!s->pd) {
 		rc = neg_errno();
 		pr_perror("cannot allocate a protection domain");
-		goto fail;
+		return rc;
 	}
 	s->mr = ibv_reg_mr(s->pd, region, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!s->mr) {
 		rc = neg_errno();
 		pr_perror("cannot register the region (%zu bytes; is `ulimit -l` large enough?)", size);
-		goto fail;
+		return rc;
 	}
 	s->rch = ibv_create_comp_channel(s->ctx);
 	if (!s->rch || set_nonblock(s->rch->fd)) {
 		rc = neg_errno();
 		pr_perror("cannot create a completion channel");
-		goto fail;
+		return rc;
 	}
 	s->rcq = ibv_create_cq(s->ctx, (int)(MAX_IN * s->recv_depth), NULL, s->rch, 0);
 	if (!s->rcq) {
 		rc = neg_errno();
 		pr_perror("cannot create the receive CQ");
+		return rc;
+	}
+	return 0;
+}
+
+static int rdma_open(const struct apus_config *cfg, int self, void *region, size_t size,
+		     struct transport **out)
+{
+	const struct node_conf *me = &cfg->nodes[self];
+	struct rdma_transport *s;
+	struct ibv_device **devs;
+	struct sockaddr_storage ss;
+	char err[512];
+	int ndev = 0, rc;
+
+	devs = ibv_get_device_list(&ndev);
+	if (devs)
+		ibv_free_device_list(devs);
+	if (!devs || ndev <= 0) {
+		pr_err("no RDMA device (ibv_devices lists none); use transport tcp");
+		return -ENODEV;
+	}
+	if (!me->peer_port || node_sockaddr(me, me->peer_port, &ss, NULL)) {
+		pr_err("node %d needs a numeric address and a peer_port for transport rdma", self);
+		return -EINVAL;
+	}
+	s = rdma_alloc(cfg, self, region, size);
+	if (!s)
+		return -ENOMEM;
+	rc = admit_key_load(me->secret_file, &s->key, err, sizeof(err));
+	if (rc) {
+		pr_err("%s", err);
 		goto fail;
 	}
+	if ((rc = open_listener(s, me, &ss)) || (rc = size_queues(s)) ||
+	    (rc = register_region(s, region, size)))
+		goto fail;
 	s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->evfd < 0 || rdma_listen(s->listen, 16)) {
 		rc = neg_errno();
@@ -516,119 +558,116 @@ static int stage_alloc(struct rdma_transport *s, struct rdma_out *o)
 	return 0;
 }
 
-/* One handshake with PEER.  Called with o->connecting held. */
-static int out_open(struct rdma_transport *s, int peer)
+/* Makes C's cm id and resolves the route from SRC to PEER at DST: one
+ * that must leave through the listener's device.  0, or -errno. */
+static int out_resolve(struct rdma_transport *s, int peer, struct conn *c,
+		       struct sockaddr_storage *src, struct sockaddr_storage *dst)
 {
-	const struct node_conf *n = &s->cfg->nodes[peer];
-	static const uint32_t inline_try[] = { INLINE_WANT, 64, 0 };
-	struct rdma_out *o = &s->out[peer];
-	struct sockaddr_storage src, dst;
-	struct ibv_qp_init_attr qa;
-	struct conn c = { 0 };
-	struct hello h;
-	struct welcome w;
-	size_t wlen = 0;
 	uint8_t ack_timeout = ACK_TIMEOUT;
 	int rc;
 
-	if (node_sockaddr(&s->cfg->nodes[s->self], 0, &src, NULL) ||
-	    node_sockaddr(n, n->peer_port, &dst, NULL))
-		return -EINVAL;
-	c.ch = rdma_create_event_channel();
-	if (!c.ch || set_nonblock(c.ch->fd) || rdma_create_id(c.ch, &c.id, NULL, RDMA_PS_TCP))
-		goto sys_fail;
+	c->ch = rdma_create_event_channel();
+	if (!c->ch || set_nonblock(c->ch->fd) || rdma_create_id(c->ch, &c->id, NULL, RDMA_PS_TCP))
+		return neg_errno();
 	/* From our configured address: the peer admits us by it. */
-	if (rdma_resolve_addr(c.id, (struct sockaddr *)&src, (struct sockaddr *)&dst, STEP_MS))
-		goto sys_fail;
-	if ((rc = step(&c, RDMA_CM_EVENT_ADDR_RESOLVED, NULL, NULL)))
-		goto fail;
-	if (c.id->verbs != s->ctx) {
+	if (rdma_resolve_addr(c->id, (struct sockaddr *)src, (struct sockaddr *)dst, STEP_MS))
+		return neg_errno();
+	if ((rc = step(c, RDMA_CM_EVENT_ADDR_RESOLVED, NULL, NULL)))
+		return rc;
+	if (c->id->verbs != s->ctx) {
 		/* Our region is registered on the listener's device only. */
 		pr_err("the route to node %d leaves through RDMA device %s, not %s", peer,
-		       ibv_get_device_name(c.id->verbs->device), ibv_get_device_name(s->ctx->device));
-		rc = -EXDEV;
-		goto fail;
+		       ibv_get_device_name(c->id->verbs->device), ibv_get_device_name(s->ctx->device));
+		return -EXDEV;
 	}
 	/* Best effort (IB/RoCE only): notice a dead peer in ~0.5 s, not seconds. */
-	rdma_set_option(c.id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout,
+	rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout,
 			sizeof(ack_timeout));
-	if (rdma_resolve_route(c.id, STEP_MS))
-		goto sys_fail;
-	if ((rc = step(&c, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL, NULL)))
-		goto fail;
-	c.cq = ibv_create_cq(s->ctx, 2 * (int)s->sq_depth, NULL, NULL, 0);
-	if (!c.cq)
-		goto sys_fail;
-	for (size_t i = 0; i < sizeof(inline_try) / sizeof(inline_try[0]) && !c.id->qp; i++) {
-		memset(&qa, 0, sizeof(qa));
-		qa.send_cq = c.cq;
-		qa.recv_cq = c.cq;
-		qa.qp_type = IBV_QPT_RC;
-		qa.sq_sig_all = 0;
-		qa.cap.max_send_wr = s->sq_depth;
-		qa.cap.max_recv_wr = 1;	/* never used: the peer sends us nothing here */
-		qa.cap.max_send_sge = 1;
-		qa.cap.max_recv_sge = 1;
-		qa.cap.max_inline_data = inline_try[i];
-		if (rdma_create_qp(c.id, s->pd, &qa))
+	if (rdma_resolve_route(c->id, STEP_MS))
+		return neg_errno();
+	return step(c, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL, NULL);
+}
+
+/* C's send CQ and QP, with as much inline data as the device grants
+ * (QA: what it granted).  0, or -errno. */
+static int out_create_qp(struct rdma_transport *s, struct conn *c, struct ibv_qp_init_attr *qa)
+{
+	static const uint32_t inline_try[] = { INLINE_WANT, 64, 0 };
+
+	c->cq = ibv_create_cq(s->ctx, 2 * (int)s->sq_depth, NULL, NULL, 0);
+	if (!c->cq)
+		return neg_errno();
+	for (size_t i = 0; i < sizeof(inline_try) / sizeof(inline_try[0]) && !c->id->qp; i++) {
+		memset(qa, 0, sizeof(*qa));
+		qa->send_cq = c->cq;
+		qa->recv_cq = c->cq;
+		qa->qp_type = IBV_QPT_RC;
+		qa->sq_sig_all = 0;
+		qa->cap.max_send_wr = s->sq_depth;
+		qa->cap.max_recv_wr = 1;	/* never used: the peer sends us nothing here */
+		qa->cap.max_send_sge = 1;
+		qa->cap.max_recv_sge = 1;
+		qa->cap.max_inline_data = inline_try[i];
+		if (rdma_create_qp(c->id, s->pd, qa))
 			pr_debug("no QP with %u bytes inline: %s", inline_try[i], strerror(errno));
 	}
-	if (!c.id->qp)
-		goto sys_fail;
+	if (!c->id->qp)
+		return neg_errno();
+	return 0;
+}
 
-	memset(&h, 0, sizeof(h));
-	h.magic = htonl(HELLO_MAGIC);
-	h.from = (uint8_t)s->self;
-	h.to = (uint8_t)peer;
-	h.version = htons(HELLO_VERSION);
-	if ((rc = admit_nonce(h.nonce)))
-		goto fail;
-	admit_mac(&s->key, "apus-rdma-connect", (uint32_t)s->self, (uint32_t)peer, h.nonce,
-		  ADMIT_NONCE_LEN, NULL, 0, h.mac);
+/* Asks PEER to accept C, with our hello H (a fresh nonce, MACed with the
+ * cluster key).  0, or -errno. */
+static int out_send_hello(struct rdma_transport *s, int peer, struct conn *c, struct hello *h)
+{
+	int rc;
+
+	memset(h, 0, sizeof(*h));
+	h->magic = htonl(HELLO_MAGIC);
+	h->from = (uint8_t)s->self;
+	h->to = (uint8_t)peer;
+	h->version = htons(HELLO_VERSION);
+	if ((rc = admit_nonce(h->nonce)))
+		return rc;
+	admit_mac(&s->key, "apus-rdma-connect", (uint32_t)s->self, (uint32_t)peer, h->nonce,
+		  ADMIT_NONCE_LEN, NULL, 0, h->mac);
 	struct rdma_conn_param cp = {
-		.private_data = &h,
-		.private_data_len = sizeof(h),
+		.private_data = h,
+		.private_data_len = sizeof(*h),
 		.responder_resources = 0,	/* we never read remotely */
 		.initiator_depth = 0,
 		.retry_count = 7,
 		.rnr_retry_count = 7,	/* a peer short of receives slows us, never fails us */
 	};
-	if (rdma_connect(c.id, &cp))
-		goto sys_fail;
-	memset(&w, 0, sizeof(w));
-	if ((rc = step(&c, RDMA_CM_EVENT_ESTABLISHED, &w, &wlen)))
-		goto fail;
-	if (wlen < sizeof(w) ||
-	    admit_verify(&s->key, "apus-rdma-accept", (uint32_t)s->self, (uint32_t)peer, h.nonce,
-			 ADMIT_NONCE_LEN, &w, WELCOME_SIGNED, w.mac)) {
-		if (!o->refused)
-			pr_err("node %d failed to prove the cluster secret; refusing it", peer);
-		o->refused = 1;
-		rdma_disconnect(c.id);
-		conn_destroy(&c);
-		return connect_failed(s, peer, EACCES, 1);
-	}
-	/* Nothing may write into us through this QP (rdma_cm enabled remote
-	 * write on it); incoming writes belong on admitted incoming QPs only. */
-	struct ibv_qp_attr noaccess = { .qp_access_flags = 0 };
-	if ((rc = ibv_modify_qp(c.id->qp, &noaccess, IBV_QP_ACCESS_FLAGS)))
-		pr_debug("cannot switch off remote access on the QP to node %d: %s", peer,
-			 strerror(rc));
-	if ((rc = stage_alloc(s, o))) {
-		pr_err("cannot set up a staging buffer for node %d: %s", peer, strerror(-rc));
-		rdma_disconnect(c.id);
-		conn_destroy(&c);
-		return connect_failed(s, peer, -rc, 1);
-	}
+	if (rdma_connect(c->id, &cp))
+		return neg_errno();
+	return 0;
+}
+
+/* Drops C, established but not to be used (ERR: why), as a failed attempt
+ * whose cause was logged already. */
+static int out_abandon(struct rdma_transport *s, int peer, struct conn *c, int err)
+{
+	rdma_disconnect(c->id);
+	conn_destroy(c);
+	return connect_failed(s, peer, err, 1);
+}
+
+/* Makes C, established with a peer that answered W, PEER's connection:
+ * QA says what its QP was granted. */
+static void out_up(struct rdma_transport *s, int peer, struct conn *c, const struct welcome *w,
+		   const struct ibv_qp_init_attr *qa)
+{
+	struct rdma_out *o = &s->out[peer];
 
 	pthread_mutex_lock(&o->lock);
-	o->ch = c.ch;
-	o->id = c.id;
-	o->cq = c.cq;
-	o->raddr = be64toh(w.addr);
-	o->rkey = ntohl(w.rkey);
-	o->max_inline = qa.cap.max_inline_data;
-	o->depth = min_u32(qa.cap.max_send_wr, s->sq_depth);
+	o->ch = c->ch;
+	o->id = c->id;
+	o->cq = c->cq;
+	o->raddr = be64toh(w->addr);
+	o->rkey = ntohl(w->rkey);
+	o->max_inline = qa->cap.max_inline_data;
+	o->depth = min_u32(qa->cap.max_send_wr, s->sq_depth);
 	o->sig_every = o->depth / 4 ? o->depth / 4 : 1;
 	o->posted = 0;
 	o->done = 0;
@@ -644,10 +683,50 @@ static int out_open(struct rdma_transport *s, int peer)
 	o->backoff_ns = 0;
 	pr_debug("connected to node %d (inline up to %u bytes, %u send slots)", peer, o->max_inline,
 		 o->depth);
-	return 0;
+}
 
-sys_fail:
-	rc = neg_errno();
+/* One handshake with PEER.  Called with o->connecting held. */
+static int out_open(struct rdma_transport *s, int peer)
+{
+	const struct node_conf *n = &s->cfg->nodes[peer];
+	struct rdma_out *o = &s->out[peer];
+	struct sockaddr_storage src, dst;
+	struct ibv_qp_init_attr qa;
+	struct conn c = { 0 };
+	struct hello h;
+	struct welcome w;
+	size_t wlen = 0;
+	int rc;
+
+	if (node_sockaddr(&s->cfg->nodes[s->self], 0, &src, NULL) ||
+	    node_sockaddr(n, n->peer_port, &dst, NULL))
+		return -EINVAL;
+	if ((rc = out_resolve(s, peer, &c, &src, &dst)) || (rc = out_create_qp(s, &c, &qa)) ||
+	    (rc = out_send_hello(s, peer, &c, &h)))
+		goto fail;
+	memset(&w, 0, sizeof(w));
+	if ((rc = step(&c, RDMA_CM_EVENT_ESTABLISHED, &w, &wlen)))
+		goto fail;
+	if (wlen < sizeof(w) ||
+	    admit_verify(&s->key, "apus-rdma-accept", (uint32_t)s->self, (uint32_t)peer, h.nonce,
+			 ADMIT_NONCE_LEN, &w, WELCOME_SIGNED, w.mac)) {
+		if (!o->refused)
+			pr_err("node %d failed to prove the cluster secret; refusing it", peer);
+		o->refused = 1;
+		return out_abandon(s, peer, &c, EACCES);
+	}
+	/* Nothing may write into us through this QP (rdma_cm enabled remote
+	 * write on it); incoming writes belong on admitted incoming QPs only. */
+	struct ibv_qp_attr noaccess = { .qp_access_flags = 0 };
+	if ((rc = ibv_modify_qp(c.id->qp, &noaccess, IBV_QP_ACCESS_FLAGS)))
+		pr_debug("cannot switch off remote access on the QP to node %d: %s", peer,
+			 strerror(rc));
+	if ((rc = stage_alloc(s, o))) {
+		pr_err("cannot set up a staging buffer for node %d: %s", peer, strerror(-rc));
+		return out_abandon(s, peer, &c, -rc);
+	}
+	out_up(s, peer, &c, &w, &qa);
+	return 0;
 fail:
 	conn_destroy(&c);
 	return connect_failed(s, peer, -rc, 0);

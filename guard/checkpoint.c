@@ -242,17 +242,150 @@ uint64_t ckpt_hold(struct region_ctl *ctl, int node, char *err, size_t errlen)
 	return req;
 }
 
+/* NODE's control page, if NODE is a backup: only a backup waits at an
+ * entry, so only its image is the state at a known one. */
+static struct region_ctl *map_backup(const struct apus_config *cfg, int node, char *err,
+				     size_t errlen)
+{
+	struct region_ctl *ctl = region_map_ctl_rw(cfg, node);
+	const struct node_status *s;
+
+	if (!ctl) {
+		seterr(err, errlen, "cannot open node %d's region: %s", node, strerror(errno));
+		return NULL;
+	}
+	s = region_status(ctl);
+	if (s->role != ROLE_BACKUP) {
+		seterr(err, errlen, "node %d is a %s, not a backup: only backups are checkpointed",
+		       node, role_label(s->role));
+		region_unmap_ctl(ctl);
+		return NULL;
+	}
+	return ctl;
+}
+
+/* Holds the backup at its next entry and notes that entry into C.  The
+ * request to release once dumped, or 0 (nothing held, the failure noted;
+ * ERR says why). */
+static uint64_t hold_for_dump(struct region_ctl *ctl, int node, struct ckpt_info *c,
+			      void (*progress)(const char *), char *err, size_t errlen)
+{
+	struct ckpt_words *w = &region_mail(ctl)->ckpt;
+	uint64_t req;
+
+	ckpt_say(progress, "holding node %d at its next entry", node);
+	req = ckpt_hold(ctl, node, err, errlen);
+	if (!req) {
+		note_failure(ctl, err);
+		return 0;
+	}
+	c->index = load64(&w->idx);
+	c->log_pos = load64(&w->pos);
+	c->view = load64(&w->view);
+	c->drained = load64(&w->drained) != 0;
+	if (load64(&w->unaccepted)) {
+		/* CRIU refuses a listening socket with connections in its
+		 * backlog ("In-flight connection"): say why, dump nothing. */
+		seterr(err, errlen, "node %d's server had not accepted %llu of its replay's connections "
+				    "in time; try again", node, (unsigned long long)load64(&w->unaccepted));
+		store64(&w->release, req);
+		note_failure(ctl, err);
+		return 0;
+	}
+	return req;
+}
+
+/* Dumps the held server (C->pid) into IMG with CRIU, leaving it running,
+ * then releases hold REQ whatever happened: the server executes again.
+ * 0, or -1 (ERR says why). */
+static int dump_held(const struct apus_config *cfg, int node, struct ckpt_info *c,
+		     struct ckpt_words *w, uint64_t req, const char *img, const char *dlog,
+		     void (*progress)(const char *), char *err, size_t errlen)
+{
+	char pidarg[16], ghost[32];
+	uint64_t t0;
+	int rc;
+
+	ckpt_say(progress, "dumping pid %d at entry %llu (criu, left running)", (int)c->pid,
+	    (unsigned long long)c->index);
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)c->pid);
+	/* A peer's region file that was replaced (it restarted, or fenced
+	 * someone) stays mapped for a moment (transport_shm.c retires it for
+	 * a second): CRIU copies such a deleted file into the image, up to
+	 * --ghost-limit, which is 1 MB unless raised to a region's size. */
+	snprintf(ghost, sizeof(ghost), "%llu",
+		 (unsigned long long)region_size_for(cfg->log_size) + (1ULL << 20));
+	/* No network lock: CRIU's nftables lock is a table of the task's
+	 * connections' four-tuples that drops their packets, left in place
+	 * when CRIU is killed or hangs; it then silently drops any later
+	 * connection that reuses such a four-tuple (a replay connection from
+	 * the same local port: the server never accepts it).  We need none:
+	 * the task is frozen while its sockets are read, the replay's
+	 * connections have both ends inside it, and a restored node drops its
+	 * peer connections (a new incarnation). */
+	char *dump[] = { (char *)criu_binary(), "dump", "-t", pidarg, "-D", (char *)img,
+			 "--leave-running", "--tcp-established", "--network-lock", "skip",
+			 "--file-locks", "--ghost-limit", ghost, "-o", "dump.log", NULL };
+	t0 = cli_mono_ms();
+	rc = ckpt_run_watching(dump, cfg->nodes[node].netns, dlog, RUN_BACKGROUND, c->pid);
+	c->dump_ms = cli_mono_ms() - t0;
+	/* The server executes again whatever happened. */
+	store64(&w->release, req);
+	if (rc) {
+		char line[400], dl[PATH_MAX + 112];
+		snprintf(dl, sizeof(dl), "%s/dump.log", img);
+		first_error_line(dl, line, sizeof(line));
+		if (rc == RUN_TARGET_DIED)
+			seterr(err, errlen, "node %d's server died during its dump (pid %d); criu "
+			       "stopped", node, (int)c->pid);
+		else
+			seterr(err, errlen, "criu dump of node %d failed (%s)",
+			       node, rc == 127 ? "criu not found" : line);
+		return -1;
+	}
+	return 0;
+}
+
+/* Completes the checkpoint in TMP (the data directory's copy in DATA,
+ * checksums, meta) and renames it to its own name under ROOT, into
+ * C->dir: a checkpoint under its own name is a whole one.  0, or -1 (ERR
+ * says why). */
+static int seal_checkpoint(const struct apus_config *cfg, int node, struct ckpt_info *c,
+			   const char *root, const char *tmp, const char *data,
+			   void (*progress)(const char *), char *err, size_t errlen)
+{
+	char sums[PATH_MAX + 96];
+
+	ckpt_say(progress, "dumped in %llu ms; copying the data directory",
+	    (unsigned long long)c->dump_ms);
+	if (copy_data(cfg->nodes[node].data_dir, data, cfg->snapshot_file, RUN_BACKGROUND)) {
+		seterr(err, errlen, "copying %s failed", cfg->nodes[node].data_dir);
+		return -1;
+	}
+	ckpt_say(progress, "checksumming");
+	snprintf(sums, sizeof(sums), "%s/SHA256SUMS", tmp);
+	if (ckpt_write_sums(tmp, sums, &c->image_bytes, &c->data_bytes) ||
+	    ckpt_meta_write(c, tmp)) {
+		seterr(err, errlen, "cannot write the checksums and meta of %s", tmp);
+		return -1;
+	}
+	if (ckpt_join_path(c->dir, sizeof(c->dir), root, c->id) || rename(tmp, c->dir) < 0) {
+		seterr(err, errlen, "cannot rename %s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	      void (*progress)(const char *step), char *err, size_t errlen)
 {
 	char root[PATH_MAX], tmp[PATH_MAX + 80], img[PATH_MAX + 96], dlog[PATH_MAX + 112];
-	char data[PATH_MAX + 96], sums[PATH_MAX + 96], pidarg[16];
+	char data[PATH_MAX + 96];
 	struct ckpt_info c = { 0 };
 	const struct node_status *s;
 	struct region_ctl *ctl;
 	struct ckpt_words *w;
-	uint64_t req, t0;
-	int rc;
+	uint64_t req;
 
 	c.pid = cli_node_pid(cfg, node);
 	if (!c.pid) {
@@ -263,37 +396,13 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 		seterr(err, errlen, "cannot create %s: %s", root, strerror(errno));
 		return -1;
 	}
-	ctl = region_map_ctl_rw(cfg, node);
-	if (!ctl) {
-		seterr(err, errlen, "cannot open node %d's region: %s", node, strerror(errno));
+	ctl = map_backup(cfg, node, err, errlen);
+	if (!ctl)
 		return -1;
-	}
 	w = &region_mail(ctl)->ckpt;
 	s = region_status(ctl);
-	if (s->role != ROLE_BACKUP) {
-		seterr(err, errlen, "node %d is a %s, not a backup: only backups are checkpointed",
-		       node, role_label(s->role));
-		region_unmap_ctl(ctl);
-		return -1;
-	}
-	ckpt_say(progress, "holding node %d at its next entry", node);
-	req = ckpt_hold(ctl, node, err, errlen);
+	req = hold_for_dump(ctl, node, &c, progress, err, errlen);
 	if (!req) {
-		note_failure(ctl, err);
-		region_unmap_ctl(ctl);
-		return -1;
-	}
-	c.index = load64(&w->idx);
-	c.log_pos = load64(&w->pos);
-	c.view = load64(&w->view);
-	c.drained = load64(&w->drained) != 0;
-	if (load64(&w->unaccepted)) {
-		/* CRIU refuses a listening socket with connections in its
-		 * backlog ("In-flight connection"): say why, dump nothing. */
-		seterr(err, errlen, "node %d's server had not accepted %llu of its replay's connections "
-				    "in time; try again", node, (unsigned long long)load64(&w->unaccepted));
-		store64(&w->release, req);
-		note_failure(ctl, err);
 		region_unmap_ctl(ctl);
 		return -1;
 	}
@@ -309,44 +418,8 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 		store64(&w->release, req);
 		goto fail;
 	}
-	ckpt_say(progress, "dumping pid %d at entry %llu (criu, left running)", (int)c.pid,
-	    (unsigned long long)c.index);
-	snprintf(pidarg, sizeof(pidarg), "%d", (int)c.pid);
-	/* A peer's region file that was replaced (it restarted, or fenced
-	 * someone) stays mapped for a moment (transport_shm.c retires it for
-	 * a second): CRIU copies such a deleted file into the image, up to
-	 * --ghost-limit, which is 1 MB unless raised to a region's size. */
-	char ghost[32];
-	snprintf(ghost, sizeof(ghost), "%llu",
-		 (unsigned long long)region_size_for(cfg->log_size) + (1ULL << 20));
-	/* No network lock: CRIU's nftables lock is a table of the task's
-	 * connections' four-tuples that drops their packets, left in place
-	 * when CRIU is killed or hangs; it then silently drops any later
-	 * connection that reuses such a four-tuple (a replay connection from
-	 * the same local port: the server never accepts it).  We need none:
-	 * the task is frozen while its sockets are read, the replay's
-	 * connections have both ends inside it, and a restored node drops its
-	 * peer connections (a new incarnation). */
-	char *dump[] = { (char *)criu_binary(), "dump", "-t", pidarg, "-D", img, "--leave-running",
-			 "--tcp-established", "--network-lock", "skip", "--file-locks",
-			 "--ghost-limit", ghost, "-o", "dump.log", NULL };
-	t0 = cli_mono_ms();
-	rc = ckpt_run_watching(dump, cfg->nodes[node].netns, dlog, RUN_BACKGROUND, c.pid);
-	c.dump_ms = cli_mono_ms() - t0;
-	/* The server executes again whatever happened. */
-	store64(&w->release, req);
-	if (rc) {
-		char line[400], dl[PATH_MAX + 112];
-		snprintf(dl, sizeof(dl), "%s/dump.log", img);
-		first_error_line(dl, line, sizeof(line));
-		if (rc == RUN_TARGET_DIED)
-			seterr(err, errlen, "node %d's server died during its dump (pid %d); criu "
-			       "stopped", node, (int)c.pid);
-		else
-			seterr(err, errlen, "criu dump of node %d failed (%s)",
-			       node, rc == 127 ? "criu not found" : line);
+	if (dump_held(cfg, node, &c, w, req, img, dlog, progress, err, errlen))
 		goto fail;
-	}
 	/* A node elected during the dump (or held past its limit) left its
 	 * hold and executed on: the image may hold more than entry index, and
 	 * a restore would execute those entries twice. */
@@ -356,22 +429,8 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 		       node, (unsigned long long)c.index);
 		goto fail;
 	}
-	ckpt_say(progress, "dumped in %llu ms; copying the data directory",
-	    (unsigned long long)c.dump_ms);
-	if (copy_data(cfg->nodes[node].data_dir, data, cfg->snapshot_file, RUN_BACKGROUND)) {
-		seterr(err, errlen, "copying %s failed", cfg->nodes[node].data_dir);
+	if (seal_checkpoint(cfg, node, &c, root, tmp, data, progress, err, errlen))
 		goto fail;
-	}
-	ckpt_say(progress, "checksumming");
-	snprintf(sums, sizeof(sums), "%s/SHA256SUMS", tmp);
-	if (ckpt_write_sums(tmp, sums, &c.image_bytes, &c.data_bytes) || ckpt_meta_write(&c, tmp)) {
-		seterr(err, errlen, "cannot write the checksums and meta of %s", tmp);
-		goto fail;
-	}
-	if (ckpt_join_path(c.dir, sizeof(c.dir), root, c.id) || rename(tmp, c.dir) < 0) {
-		seterr(err, errlen, "cannot rename %s: %s", tmp, strerror(errno));
-		goto fail;
-	}
 	/* For the node's metrics endpoint (coordinator/metrics.c). */
 	store64(&w->dump_ms, c.dump_ms);
 	store64(&w->image_bytes, c.image_bytes);
