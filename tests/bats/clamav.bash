@@ -13,9 +13,15 @@ have_clamd() {
 
 # clam_conf DIR PORTBASE - apps/clamav/cluster-shm.conf with node i on
 # PORTBASE+1+i, its data in DIR/n<i>, a 2 MB log (the workload wraps it)
-# and no fsync.
+# and no fsync.  With APUS_TEST_NETNS: apps/clamav/cluster-tcp.conf, its
+# ports as shipped, in the tests' namespaces.
 clam_conf() {
 	local dir=$1 portbase=$2
+	if [ -n "${APUS_TEST_NETNS:-}" ]; then
+		shipped_tcp_conf clamav "$dir" -e "s/^cluster .*/cluster = test$portbase/" \
+			-e "s/^log_size .*/log_size = 2M/" -e "s/^fsync .*/fsync = none/"
+		return
+	fi
 	sed -e "s#/tmp/apus-clamav/node\([0-9]\)#$dir/n\1#" -e "s/^cluster .*/cluster = test$portbase/" \
 		-e "s/= 760\([1-3]\)/= $((portbase / 10))\1/" -e "s/^log_size .*/log_size = 2M/" \
 		-e "s/^fsync .*/fsync = none/" -e "s#{config_dir}#$CLAM_APP#g" \
@@ -26,23 +32,23 @@ clam_conf() {
 # kill_clamd_leftovers CONF - clamd processes of an aborted earlier run (on its ports).
 kill_clamd_leftovers() { kill_named_on_ports "$1" clamd; }
 
-# clam_ask PORT COMMAND - one command on a connection of its own; its reply.
+# clam_ask HOST PORT COMMAND - one command on a connection of its own; its reply.
 clam_ask() {
 	"$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import clamd_client as cc
-print(cc.ask("127.0.0.1", int(sys.argv[2]), sys.argv[3].encode(), timeout=5))' "$CLAM_APP" "$1" "$2"
+print(cc.ask(sys.argv[2], int(sys.argv[3]), sys.argv[4].encode(), timeout=5))' "$CLAM_APP" "$1" "$2" "$3"
 }
 
 # clam_serving [CONF] - the leader answers PING over its app port.
 clam_serving() {
-	local port
-	port=$(leader_port "${1:-$CONF}") || return 1
-	[ "$(clam_ask "$port" PING 2>/dev/null)" = PONG ]
+	local port host
+	port=$(leader_port "${1:-$CONF}") && host=$(leader_host "${1:-$CONF}") || return 1
+	[ "$(clam_ask "$host" "$port" PING 2>/dev/null)" = PONG ]
 }
 
 # workload ARGS... - apps/clamav/workload.py at the leader; its output in
 # $output, its status in $status.
 workload() {
-	run timeout 300 "$PY" "$CLAM_APP/workload.py" --port "$(leader_port)" "$@"
+	run timeout 300 "$PY" "$CLAM_APP/workload.py" --host "$(leader_host)" --port "$(leader_port)" "$@"
 	echo "$output" | tail -n 5
 }
 
@@ -65,6 +71,9 @@ verify_all() {
 
 setup_file() {
 	have_clamd || return 0
+	if [ -n "${APUS_TEST_NETNS:-}" ]; then
+		have netns || return 0
+	fi
 	local dir
 	dir=$(test_dir clamav)
 	CONF=$(clam_conf "$dir" "${CLAM_PORTBASE:-20900}")
@@ -84,6 +93,9 @@ teardown_file() {
 
 setup() {
 	have_clamd || skip "test requires clamd (apt-get install clamav-daemon) and /usr/bin/python3"
+	if [ -n "${APUS_TEST_NETNS:-}" ]; then
+		requires netns
+	fi
 }
 
 # wait_new_leader_clam OLD - wait (30 s) until a node other than OLD leads

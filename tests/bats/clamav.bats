@@ -34,7 +34,7 @@ load clamav
 	for n in $(conf_nodes "$CONF"); do
 		cp "$CLAM_APP/signatures/update/apus-update.ndb" "$(data_dir "$n")/db/"
 	done
-	assert_eq "$(clam_ask "$(leader_port)" RELOAD)" RELOADING "RELOAD"
+	assert_eq "$(clam_ask "$(leader_host)" "$(leader_port)" RELOAD)" RELOADING "RELOAD"
 	retry 50 0.2 clam_serving || fail "no answer after RELOAD"
 	workload --clients 10 --scans 20 --update --seed 3
 	[ "$status" -eq 0 ] || fail "the leader does not find the new signature"

@@ -360,6 +360,24 @@ function kill_port_leftovers() {
 	done
 }
 
+# shipped_tcp_conf APP DIR [SED ARGS...] - apps/APP/cluster-tcp.conf as
+# shipped (ports, guard, recovery points) for a run with APUS_TEST_NETNS:
+# its namespaces and addresses are the tests' (scripts/netns.sh with
+# helpers' prefix), its data directories DIR/n<i> and its key DIR/apus.key,
+# then SED ARGS (e.g. a smaller log).  Prints the config's path.
+function shipped_tcp_conf() {
+	local app=$1 dir=$2 shipped
+	shift 2
+	shipped=$(sed -n 's#^data_dir *= *\(.*\)/node0$#\1#p' "$APUS_ROOT/apps/$app/cluster-tcp.conf")
+	[ -n "$shipped" ] || fail "apps/$app/cluster-tcp.conf names no node0 data_dir"
+	sed -e "s#$shipped/node\([0-9]\)#$dir/n\1#" -e "s#^secret_file *=.*#secret_file = $dir/apus.key#" \
+		-e "s/^netns *= *apus\([0-9]\)/netns = $APUS_NETNS_PREFIX\1/" \
+		-e "s/^address *= *10\.77\.0\.\([0-9]\)/address = $APUS_NETNS_SUBNET.\1/" \
+		-e "s#{config_dir}#$APUS_ROOT/apps/$app#g" "$@" \
+		"$APUS_ROOT/apps/$app/cluster-tcp.conf" >"$dir/apus.conf"
+	echo "$dir/apus.conf"
+}
+
 # kill_named_on_ports CONF COMM - kill -9 the processes named COMM that
 # listen on the app ports of CONF (an aborted earlier run's), and nothing
 # else.

@@ -27,9 +27,9 @@ kill_slapd_leftovers() { kill_named_on_ports "$1" slapd; }
 
 # ldap_serving [CONF] - the leader answers a search over its app port.
 ldap_serving() {
-	local port
-	port=$(leader_port "${1:-$CONF}") || return 1
-	timeout 5 ldapsearch -x -o nettimeout=2 -H "ldap://127.0.0.1:$port" -D cn=admin,dc=apus,dc=test \
+	local port host
+	port=$(leader_port "${1:-$CONF}") && host=$(leader_host "${1:-$CONF}") || return 1
+	timeout 5 ldapsearch -x -o nettimeout=2 -H "ldap://$host:$port" -D cn=admin,dc=apus,dc=test \
 		-w secret -LLL -s base -b dc=apus,dc=test dn >/dev/null 2>&1
 }
 
@@ -80,6 +80,9 @@ teardown_file() {
 
 setup() {
 	have_slapd || skip "test requires slapd and ldap-utils (apt-get install slapd ldap-utils)"
+	if [ -n "${APUS_TEST_NETNS:-}" ]; then
+		requires netns
+	fi
 }
 
 # audit_then_restart LOG NODE - 30 audited adds and modifies (audit.sh,

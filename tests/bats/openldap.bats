@@ -100,9 +100,16 @@ teardown() {
 # ldap_shipped_conf DIR PORTBASE - apps/openldap/cluster-shm.conf as
 # shipped (guard on, recovery points) but for the ports, the data
 # directories and the log: 256 KB with entries of at most 8 KB, so that a
-# few hundred LDAP operations wrap it.
+# few hundred LDAP operations wrap it.  With APUS_TEST_NETNS:
+# apps/openldap/cluster-tcp.conf, its ports as shipped, in the tests'
+# namespaces.
 ldap_shipped_conf() {
 	local dir=$1 portbase=$2
+	if [ -n "${APUS_TEST_NETNS:-}" ]; then
+		shipped_tcp_conf openldap "$dir" -e "s/^cluster .*/cluster = test$portbase/" \
+			-e "s/^log_size .*/log_size = 256K\nmax_entry = 8K/"
+		return
+	fi
 	sed -e "s#/tmp/apus-openldap/node\([0-9]\)#$dir/n\1#" -e "s/^cluster .*/cluster = test$portbase/" \
 		-e "s/= 740\([1-3]\)/= $((portbase / 10))\1/" -e "s/^log_size .*/log_size = 256K\nmax_entry = 8K/" \
 		-e "s#{config_dir}#$LDAP_APP#g" "$LDAP_APP/cluster-shm.conf" >"$dir/apus.conf"
