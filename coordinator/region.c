@@ -98,6 +98,21 @@ static int memory_dir(const char *dir)
 	       access(dir, W_OK | X_OK) == 0;
 }
 
+void region_prefault(int fd, void *m, size_t size)
+{
+	struct statfs fs;
+
+	if (fstatfs(fd, &fs) < 0 || (fs.f_type != TMPFS_MAGIC && fs.f_type != RAMFS_MAGIC))
+		return;	/* on disk: writable pages would all be written back */
+#ifdef MADV_POPULATE_WRITE
+	if (madvise(m, size, MADV_POPULATE_WRITE) < 0 && errno != EINVAL)
+		pr_perror("cannot fault in the region's pages ahead (%zu bytes)", size);
+#else
+	(void)m;
+	(void)size;
+#endif
+}
+
 /* The file in region_dir that holds NODE's region: one name per data
  * directory, so a node that restarts, or whose data directory was wiped,
  * reuses (replaces) its file rather than leaving one more behind. */
@@ -220,6 +235,7 @@ int region_create(const struct apus_config *cfg, int node, void **base, int *fdp
 		munmap(m, size);
 		goto fail;
 	}
+	region_prefault(fd, m, size);
 	origin->recovered = err > 0;
 	origin->from_wal = err == 2;
 	if (origin->from_wal)

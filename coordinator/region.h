@@ -26,6 +26,8 @@
 #ifndef APUS_REGION_H
 #define APUS_REGION_H
 
+#include <stddef.h>
+
 struct apus_config;
 struct region_ctl;
 
@@ -54,6 +56,13 @@ struct region_origin {
  * *BASE / *FD / *ORIGIN set, or -errno. */
 int region_create(const struct apus_config *cfg, int node, void **base, int *fd,
 		  struct region_origin *origin);
+
+/* Faults in every page of the mapping M (SIZE bytes) of the region file
+ * FD now, writable, where the file is in memory: the log's first lap would
+ * otherwise take a page fault (and a page clear) every 4 KiB on the
+ * leader's hot path, in its own region and in each peer's it writes to.
+ * Best effort: kernels before 5.14 fault them in as they come. */
+void region_prefault(int fd, void *m, size_t size);
 
 /* The file behind NODE's <data_dir>/apus.region (symlink resolved) into
  * OUT (PATH_MAX bytes).  Returns 0 or -errno. */

@@ -155,16 +155,21 @@ static int map_peer(struct shm_transport *s, int peer, char **mp, ino_t *ino)
 		return -EAGAIN;
 	}
 	m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	sys.close(fd);
-	if (m == MAP_FAILED)
-		return -errno;
+	if (m == MAP_FAILED) {
+		int err = -errno;
+		sys.close(fd);
+		return err;
+	}
 	ctl = m;
 	/* Pairs with the release store of magic in region_create(). */
 	if (load64(&ctl->magic) != REGION_MAGIC || ctl->log_size != s->cfg->log_size ||
 	    ctl->node != (uint32_t)peer || !owner_alive(ctl)) {
 		munmap(m, want);
+		sys.close(fd);
 		return -EAGAIN;
 	}
+	region_prefault(fd, m, want);
+	sys.close(fd);
 	*mp = m;
 	*ino = st.st_ino;
 	return 0;

@@ -17,9 +17,10 @@
 # Workloads (redis-benchmark, 50 clients, 64 B values, 100k keys):
 #   set, get (keys written first), set-p16 (pipelined by 16); then
 #   memcached -t 4 bare and under apus (build/bench/loadgen, 50 clients).
-# Each line: throughput, p50/p99 (ms), and the CPU the serving process (the
+# Each line: throughput, p50/p99 (ms), the CPU the serving process (the
 # leader's server, all its threads: utime + stime from /proc/PID/stat)
-# spent per request, in microseconds; then a table of ratios to bare.
+# spent per request, in microseconds, and its minor page faults per 1000
+# requests; then a table of ratios to bare.
 #
 # The clusters are apps/*/cluster-shm.conf with guard off and no
 # snapshot_cmd: the hot path alone (recovery points cost apart, see
@@ -60,6 +61,8 @@ trap cleanup EXIT
 
 # cpu_ticks PID: utime + stime of every thread of PID, in clock ticks.
 cpu_ticks() { cut -d')' -f2- "/proc/$1/stat" | awk '{print $12 + $13}'; }
+# minor_faults PID: page faults of every thread of PID served without I/O.
+minor_faults() { cut -d')' -f2- "/proc/$1/stat" | awk '{print $8}'; }
 hz=$(getconf CLK_TCK)
 
 # cluster_conf APP BIN EXTRA: a 3-replica shm config under $work, guard off,
@@ -102,7 +105,7 @@ load() {
 
 # measure SYSTEM WORKLOAD PORT PID: one run; appends its line to $raw.
 measure() {
-	local sys=$1 w=$2 port=$3 pid=$4 t0 t1 res perf_pid= reqs=$n
+	local sys=$1 w=$2 port=$3 pid=$4 t0 t1 f0 f1 res perf_pid= reqs=$n
 	[[ $w == mc-* ]] && reqs=$mc_n
 	[ "$w" = get ] && redis-benchmark -p "$port" -c 50 -n 100000 -d 64 -r 100000 -t set -q >/dev/null 2>&1
 	if [ -n "${HOTPATH_PERF:-}" ] && [ -z "${perf_done[$w]:-}" ] && [ "$sys" = apus ]; then
@@ -112,8 +115,10 @@ measure() {
 		perf_pid=$!
 	fi
 	t0=$(cpu_ticks "$pid")
+	f0=$(minor_faults "$pid")
 	res=$(load "$port" "$w")
 	t1=$(cpu_ticks "$pid")
+	f1=$(minor_faults "$pid")
 	[ -n "$perf_pid" ] && wait "$perf_pid"
 	if [ -f "$work/$w.perf" ]; then
 		{ perf report -i "$work/$w.perf" --no-children --sort dso,sym --stdio -g none 2>/dev/null | grep '%' | head -n 80
@@ -123,9 +128,10 @@ measure() {
 		rm -f "$work/$w.perf"
 	fi
 	read -r rps p50 p99 <<<"$res"
-	printf "%-4s %-11s %-8s rps=%s p50_ms=%s p99_ms=%s cpu_us_per_req=%s\n" "$round" "$sys" "$w" \
-		"${rps:-0}" "${p50:-?}" "${p99:-?}" "$(awk -v d=$((t1 - t0)) -v hz="$hz" -v n="$reqs" \
-		'BEGIN { printf "%.2f", d / hz * 1e6 / n }')" | tee -a "$raw"
+	printf "%-4s %-11s %-8s rps=%s p50_ms=%s p99_ms=%s cpu_us_per_req=%s faults_per_kreq=%s\n" \
+		"$round" "$sys" "$w" "${rps:-0}" "${p50:-?}" "${p99:-?}" \
+		"$(awk -v d=$((t1 - t0)) -v hz="$hz" -v n="$reqs" 'BEGIN { printf "%.2f", d / hz * 1e6 / n }')" \
+		"$(awk -v d=$((f1 - f0)) -v n="$reqs" 'BEGIN { printf "%.1f", d * 1000 / n }')" | tee -a "$raw"
 }
 
 run_one() { # SYSTEM WORKLOAD
