@@ -101,8 +101,8 @@ static void follow(struct backup *b, int leader, uint64_t view, uint64_t now)
 
 	b->leader = leader;
 	b->own_upto = 0;
-	b->pos = n->exec_pos;
-	b->expect = b->checked_from = n->exec_idx;
+	b->pos = n->exec.pos;
+	b->expect = b->checked_from = n->exec.idx;
 	rejoin(b);
 	b->seen_hb = load64(&n->ctl->lead[leader].hb);
 	b->hb_at_ns = now;
@@ -184,16 +184,16 @@ static void take_sync(struct backup *b)
 	if (b->synced && from == b->sync_from && upto == b->sync_upto)
 		return;
 	if (from == SYNC_BEHIND) {
-		uint64_t own = from_idx < upto ? from_idx : upto, pos = n->exec_pos;
+		uint64_t own = from_idx < upto ? from_idx : upto, pos = n->exec.pos;
 		/* Our own log is the leader's up to from_idx: execute it, then
 		 * join again from where it leaves our server; if it still holds
 		 * our server's next entry (a server restored from an old image
 		 * may stand before our log's start too). */
-		if (own >= n->exec_idx && node_entry_at(n, &pos, n->exec_idx)) {
+		if (own >= n->exec.idx && node_entry_at(n, &pos, n->exec.idx)) {
 			if (b->own_upto != own)
 				pr_info("node %d's log no longer holds entry %llu, but ours is its log up "
 					"to %llu: executing our own log up to %llu, then joining again",
-					b->leader, (unsigned long long)n->exec_idx,
+					b->leader, (unsigned long long)n->exec.idx,
 					(unsigned long long)from_idx, (unsigned long long)own);
 			b->own_upto = own;
 			return;
@@ -202,7 +202,7 @@ static void take_sync(struct backup *b)
 			pr_err("node %d's log no longer holds entry %llu, the next this server needs: "
 			       "this node must be rebuilt from a peer (apus rebuild --node %d; its "
 			       "guard does it when it runs)",
-			       b->leader, (unsigned long long)n->exec_idx, n->self);
+			       b->leader, (unsigned long long)n->exec.idx, n->self);
 		n->status->behind = 1;
 		return;
 	}
@@ -227,8 +227,8 @@ static void take_sync(struct backup *b)
 static void tell_snapshot(struct backup *b)
 {
 	struct node *n = b->n;
-	uint64_t w[2] = { __atomic_load_n(&n->snap_idx, __ATOMIC_ACQUIRE),
-			  __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE) };
+	uint64_t w[2] = { __atomic_load_n(&n->snap.idx, __ATOMIC_ACQUIRE),
+			  __atomic_load_n(&n->snap.pos, __ATOMIC_ACQUIRE) };
 
 	if (w[1] == b->snap_told)
 		return;
@@ -242,13 +242,13 @@ static uint64_t last_entry_at(struct node *n, uint64_t idx, uint64_t end)
 {
 	struct log_hint *h = &n->ctl->hint;
 
-	if (idx < n->exec_idx)
+	if (idx < n->exec.idx)
 		return 0;
 	if (__atomic_load_n(&h->idx, __ATOMIC_RELAXED) == idx)
 		return __atomic_load_n(&h->pos, __ATOMIC_RELAXED);
 	/* Walk from our server's position (no hint: a log just copied). */
-	uint64_t pos = n->exec_pos, at = 0;
-	for (uint64_t i = n->exec_idx; i <= idx; i++) {
+	uint64_t pos = n->exec.pos, at = 0;
+	for (uint64_t i = n->exec.idx; i <= idx; i++) {
 		uint64_t p = pos;
 		const struct entry_hdr *e = node_entry_at(n, &p, i);
 		if (!e)
@@ -285,8 +285,8 @@ static void join(struct backup *b, uint64_t now)
 	j.end_idx = end_idx;
 	j.end_view = end_view;
 	j.end_at = last_entry_at(n, end_idx, end_pos);
-	j.applied = n->exec_idx - 1;
-	j.applied_end = n->exec_pos;
+	j.applied = n->exec.idx - 1;
+	j.applied_end = n->exec.pos;
 	j.inc = n->ctl->incarnation;
 	j.seq = b->join_seq;
 	j.view = n->view;
@@ -458,7 +458,7 @@ static int work_pending(struct backup *b)
 
 	if (b->leader < 0 || !b->synced)
 		return 0;
-	if (load64(&b->n->ctl->lead[b->leader].commit) > b->commit && b->n->exec_idx < b->expect)
+	if (load64(&b->n->ctl->lead[b->leader].commit) > b->commit && b->n->exec.idx < b->expect)
 		return 1;
 	return node_entry_at(b->n, &pos, b->expect) != NULL;
 }
@@ -493,14 +493,14 @@ static int time_to_stand(struct backup *b, uint64_t now)
 		return 0;
 	/* Our server cannot reach the end of our log: as leader we would
 	 * serve a partial state.  We still vote for a node that can. */
-	if (!__atomic_load_n(&b->n->recoverable, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&b->n->snap.recoverable, __ATOMIC_ACQUIRE))
 		return 0;
 	/* A learner catches up; it never leads (members.h). */
 	if (!node_votes(b->n, b->n->self))
 		return 0;
 	/* We just stepped down as a leader whose server took nothing: let
 	 * another stand first (leader.c, leader_can_catch_up). */
-	if (now < b->n->no_stand_until_ns)
+	if (now < b->n->exec.no_stand_until_ns)
 		return 0;
 	return now >= b->stand_at_ns;
 }
@@ -568,9 +568,9 @@ void backup_run(struct node *n)
 				watch_gap(&b, now);
 			}
 		}
-		if (b.leader >= 0 && !b.synced && b.own_upto >= n->exec_idx) {
+		if (b.leader >= 0 && !b.synced && b.own_upto >= n->exec.idx) {
 			progress |= node_execute(n, b.own_upto, 0);
-			if (n->exec_idx > b.own_upto)
+			if (n->exec.idx > b.own_upto)
 				rejoin(&b);
 		}
 		if (b.leader >= 0 && b.synced) {
@@ -579,11 +579,11 @@ void backup_run(struct node *n)
 				b.commit = lc;
 			__atomic_store_n(&n->commit, b.commit, __ATOMIC_RELAXED);
 			progress |= node_execute(n, b.commit < b.expect - 1 ? b.commit : b.expect - 1,
-						 n->exec_idx >= b.checked_from ? b.expect - 1 : 0);
+						 n->exec.idx >= b.checked_from ? b.expect - 1 : 0);
 		}
 		/* Turns the server has yet to take, or entries it has no room for. */
-		waiting_server = replay_maintain(n->replay) ||
-				 (b.synced && n->exec_idx < b.expect && n->exec_idx <= b.commit);
+		waiting_server = replay_maintain(n->exec.replay) ||
+				 (b.synced && n->exec.idx < b.expect && n->exec.idx <= b.commit);
 
 		if (now - b.last_hb_ns > (uint64_t)check_us * 1000) {
 			b.last_hb_ns = now;

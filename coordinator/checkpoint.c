@@ -29,7 +29,7 @@
 
 void node_checkpoint_init(struct node *n)
 {
-	n->restore_seen = load64(&region_mail(n->ctl)->ckpt.restore_gen);
+	n->ckpt.restore_seen = load64(&region_mail(n->ctl)->ckpt.restore_gen);
 	/* A fresh region starts with no request pending. */
 }
 
@@ -39,15 +39,15 @@ int node_checkpoint_poll(struct node *n)
 	uint64_t gen = load64(&w->restore_gen), req;
 	int restored = 0;
 
-	if (gen != n->restore_seen) {
-		n->restore_seen = gen;
-		__atomic_store_n(&n->ckpt_hold, 0, __ATOMIC_RELEASE);
+	if (gen != n->ckpt.restore_seen) {
+		n->ckpt.restore_seen = gen;
+		__atomic_store_n(&n->ckpt.hold, 0, __ATOMIC_RELEASE);
 		/* A fresh start may have written its pid here since the dump. */
 		store64(&n->status->pid, (uint64_t)getpid());
 		if (n->ops->restored)
 			n->ops->restored(n->tp);
 		pr_info("restored from a checkpoint at entry %llu: joining the leader from there",
-			(unsigned long long)n->exec_idx - 1);
+			(unsigned long long)n->exec.idx - 1);
 		/* Judged again from the state the server now holds: the image's
 		 * entry, and the log as it is now (it may have been reclaimed
 		 * past that entry since the dump).  What the image remembers of
@@ -56,15 +56,15 @@ int node_checkpoint_poll(struct node *n)
 		node_snapshot_reload(n);
 		restored = 1;
 	}
-	if (n->ckpt_hold) {
-		if (load64(&w->release) >= n->ckpt_hold || node_role(n) != ROLE_BACKUP ||
-		    now_ns() - n->ckpt_hold_ns > HOLD_MAX_NS) {
-			if (load64(&w->release) < n->ckpt_hold) {
+	if (n->ckpt.hold) {
+		if (load64(&w->release) >= n->ckpt.hold || node_role(n) != ROLE_BACKUP ||
+		    now_ns() - n->ckpt.hold_ns > HOLD_MAX_NS) {
+			if (load64(&w->release) < n->ckpt.hold) {
 				pr_warn("checkpoint %llu never released: executing again",
-					(unsigned long long)n->ckpt_hold);
-				store64(&w->broken, n->ckpt_hold);
+					(unsigned long long)n->ckpt.hold);
+				store64(&w->broken, n->ckpt.hold);
 			}
-			__atomic_store_n(&n->ckpt_hold, 0, __ATOMIC_RELEASE);
+			__atomic_store_n(&n->ckpt.hold, 0, __ATOMIC_RELEASE);
 		}
 	}
 	req = load64(&w->req);
@@ -76,31 +76,31 @@ int node_checkpoint_poll(struct node *n)
 		int backup = node_role(n) == ROLE_BACKUP;
 
 		/* (A request the guard already gave up on is answered, not held.) */
-		if (backup && n->ckpt_hold != req && load64(&w->release) < req) {
-			__atomic_store_n(&n->ckpt_hold, req, __ATOMIC_RELEASE);
-			n->ckpt_hold_ns = now_ns();
+		if (backup && n->ckpt.hold != req && load64(&w->release) < req) {
+			__atomic_store_n(&n->ckpt.hold, req, __ATOMIC_RELEASE);
+			n->ckpt.hold_ns = now_ns();
 		}
 		/* Answer once the server took every turn already sent to it (a
 		 * snapshot the guard asks the server for next then holds exactly
 		 * the entries up to idx), or after DRAIN_MAX_NS regardless: the
 		 * CRIU image holds unread bytes too, and `drained` says which. */
-		int unaccepted = backup ? replay_unaccepted(n->replay) : 0;
+		int unaccepted = backup ? replay_unaccepted(n->exec.replay) : 0;
 		/* ... and closed its window (it may still draw in it). */
-		int drained = backup && !replay_maintain(n->replay) && !unaccepted &&
+		int drained = backup && !replay_maintain(n->exec.replay) && !unaccepted &&
 			      !input_random_windows_open();
 		/* ... and answered what it read, given a moment (a snapshot
 		 * would cut a request read in part; snapshot.c's hold). */
-		int mid = drained ? replay_mid_requests(n->replay, NULL) : 0;
-		if (backup && !drained && now_ns() - n->ckpt_hold_ns < DRAIN_MAX_NS)
+		int mid = drained ? replay_mid_requests(n->exec.replay, NULL) : 0;
+		if (backup && !drained && now_ns() - n->ckpt.hold_ns < DRAIN_MAX_NS)
 			return restored;
-		if (mid && now_ns() - n->ckpt_hold_ns < ANSWER_WAIT_NS)
+		if (mid && now_ns() - n->ckpt.hold_ns < ANSWER_WAIT_NS)
 			return restored;
 		if (backup) {
-			store64(&w->idx, n->exec_idx - 1);
-			store64(&w->pos, n->exec_pos);
-			store64(&w->view, n->exec_view);
+			store64(&w->idx, n->exec.idx - 1);
+			store64(&w->pos, n->exec.pos);
+			store64(&w->view, n->exec.view);
 			store64(&w->drained, (uint64_t)drained);
-			store64(&w->open_conns, (uint64_t)replay_open_conns(n->replay));
+			store64(&w->open_conns, (uint64_t)replay_open_conns(n->exec.replay));
 			store64(&w->unaccepted, (uint64_t)unaccepted);
 			store64(&w->mid_requests, (uint64_t)mid);
 			store64(&w->rand_mark, drained ? input_random_mark() : UINT64_MAX);

@@ -38,7 +38,7 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
 static uint64_t known_view(struct node *n)
 {
 	return max_u64(max_u64(__atomic_load_n(&n->view, __ATOMIC_ACQUIRE), n->ctl->dur.voted_view),
-		       n->max_seen);
+		       n->elect.max_seen);
 }
 
 /* Stops accepting the writes of the leader we leave (if it is still there). */
@@ -81,7 +81,7 @@ static int reach(struct node *n, int k)
 
 static void send_vote(struct node *n, int k, uint64_t granted)
 {
-	struct vote_slot v = { known_view(n), __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE),
+	struct vote_slot v = { known_view(n), __atomic_load_n(&n->snap.pos, __ATOMIC_ACQUIRE),
 			       granted };
 
 	if (reach(n, k))
@@ -104,7 +104,7 @@ static void answer_probe(struct node *n, int k, const struct elect_req *r, int m
 {
 	struct probe_answer a;
 
-	n->probed[k] = r->probe;
+	n->elect.probed[k] = r->probe;
 	a.seen = known_view(n);	/* not r->view: a candidate must not learn its own */
 	a.ok = may_vote && r->view > known_view(n) && log_up_to_date(n, r);
 	a.round = r->probe;
@@ -120,7 +120,7 @@ int election_pending(struct node *n)
 
 	for (int k = 0; k < n->cfg.nnodes; k++)
 		if (k != n->self && read_request(n, k, &r) &&
-		    (r.probe ? r.probe != n->probed[k] : r.view > n->answered[k]))
+		    (r.probe ? r.probe != n->elect.probed[k] : r.view > n->elect.answered[k]))
 			return 1;
 	return 0;
 }
@@ -154,20 +154,20 @@ int election_answer(struct node *n, int may_vote)
 		if (k == n->self || !read_request(n, k, &r))
 			continue;
 		if (r.probe) {
-			if (r.probe != n->probed[k])
+			if (r.probe != n->elect.probed[k])
 				answer_probe(n, k, &r, may_vote);
 			continue;
 		}
-		if (r.view <= n->answered[k])
+		if (r.view <= n->elect.answered[k])
 			continue;
-		n->answered[k] = r.view;
+		n->elect.answered[k] = r.view;
 		node_log_end(n, &lv, &li, &end);
 		int log_ok = log_up_to_date(n, &r);
 		if (!may_vote || r.view <= known_view(n) || !log_ok) {
 			pr_info("refused node %d view %llu (%s)", k, (unsigned long long)r.view,
 				!may_vote ? "our leader is alive"
 				: !log_ok ? "its log is behind ours" : "we know a newer view");
-			n->max_seen = max_u64(n->max_seen, r.view);
+			n->elect.max_seen = max_u64(n->elect.max_seen, r.view);
 			send_vote(n, k, 0);
 			continue;
 		}
@@ -240,7 +240,7 @@ static int canvass(struct node *n, struct elect_req req)
 			if (load64(&a->round) != req.probe)
 				continue;	/* being rewritten */
 			answered |= 1u << k;
-			n->max_seen = max_u64(n->max_seen, seen_k);
+			n->elect.max_seen = max_u64(n->elect.max_seen, seen_k);
 			if (ok)
 				yes++;
 			else
@@ -289,7 +289,7 @@ int election_stand(struct node *n)
 
 			uint64_t seen_k = load64(&v->seen);
 
-			n->max_seen = max_u64(n->max_seen, seen_k);
+			n->elect.max_seen = max_u64(n->elect.max_seen, seen_k);
 			if (k == n->self || !node_votes(n, k) || (counted >> k & 1))
 				continue;
 			if (g == view) {

@@ -53,14 +53,14 @@ static int deposed(struct node *n)
  * that crashes comes back from its own snapshot and log. */
 static uint64_t leader_reclaim_pos(struct node *n, uint64_t end)
 {
-	uint64_t tail = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
+	uint64_t tail = __atomic_load_n(&n->lead.tail, __ATOMIC_ACQUIRE);
 	uint64_t synced = tail, all = tail, covered = tail;
 	int snapshots = n->cfg.snapshot_cmd[0] != '\0';
 
 	/* A leader that takes no snapshots (snapshot_leader = off) is
 	 * rebuilt from a peer if it crashes: its peers' points suffice. */
 	if (snapshots && n->cfg.snapshot_leader)
-		covered = __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE);
+		covered = __atomic_load_n(&n->snap.pos, __ATOMIC_ACQUIRE);
 	for (int k = 0; k < n->cfg.nnodes; k++)
 		if (k != n->self && node_is_member(n, k)) {
 			uint64_t a = load64(&n->ctl->peer[k].applied_end);
@@ -73,8 +73,8 @@ static uint64_t leader_reclaim_pos(struct node *n, uint64_t end)
 				covered = c;
 		}
 	if (!__atomic_load_n(&n->serving, __ATOMIC_ACQUIRE) &&
-	    __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED) < synced)
-		synced = __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED);
+	    __atomic_load_n(&n->exec.pos, __ATOMIC_RELAXED) < synced)
+		synced = __atomic_load_n(&n->exec.pos, __ATOMIC_RELAXED);
 	if (all > synced)
 		all = synced;
 	uint64_t pos = end - all <= n->log_size ? all : synced;
@@ -145,7 +145,8 @@ static void leader_commit_from_peers(struct node *n)
 
 	for (int k = 0; k < n->cfg.nnodes; k++)
 		if (node_votes(n, k))
-			acked[cnt++] = k == n->self ? __atomic_load_n(&n->self_acked, __ATOMIC_ACQUIRE)
+			acked[cnt++] = k == n->self ? __atomic_load_n(&n->lead.self_acked,
+								      __ATOMIC_ACQUIRE)
 				       : peer_synced(n, k) ? load64(&n->ctl->peer[k].acked) : 0;
 	if (cnt < quorum)
 		return;
@@ -156,7 +157,7 @@ static void leader_commit_from_peers(struct node *n)
 			acked[j] = acked[j - 1];
 			acked[j - 1] = t;
 		}
-	if (acked[quorum - 1] >= n->view_start)
+	if (acked[quorum - 1] >= n->lead.view_start)
 		leader_set_commit(n, acked[quorum - 1]);
 }
 
@@ -192,7 +193,7 @@ static void leader_replicate(struct node *n, uint64_t pos, size_t len)
 }
 
 /* Copies log positions [from, to) to PEER, in up to two pieces (the log is
- * circular).  Called with n->lock held. */
+ * circular).  Called with n->lead.lock held. */
 static void leader_copy(struct node *n, int peer, uint64_t from, uint64_t to)
 {
 	while (from < to) {
@@ -207,7 +208,7 @@ static void leader_copy(struct node *n, int peer, uint64_t from, uint64_t to)
 /* The end of a joining backup's own log (PS) when our log holds that very
  * entry, else 0.  Its log is then ours up to there: an entry of a view is
  * written at one index and position once, and logs only ever take a
- * leader's entries in order.  Called with n->lock held. */
+ * leader's entries in order.  Called with n->lead.lock held. */
 static uint64_t leader_holds(struct node *n, const struct peer_slot *ps)
 {
 	uint64_t idx = __atomic_load_n(&ps->join_end_idx, __ATOMIC_RELAXED);
@@ -216,7 +217,7 @@ static uint64_t leader_holds(struct node *n, const struct peer_slot *ps)
 
 	/* Only inside our log: past its end our region may hold entries a
 	 * repair cut off. */
-	if (!idx || idx > n->last_idx || at >= n->tail || n->tail - at > n->log_size)
+	if (!idx || idx > n->lead.last_idx || at >= n->lead.tail || n->lead.tail - at > n->log_size)
 		return 0;
 	e = node_entry_at(n, &p, idx);
 	return e && p == at && e->view == __atomic_load_n(&ps->join_end_view, __ATOMIC_RELAXED)
@@ -235,17 +236,17 @@ static void leader_sync_peers(struct node *n)
 			continue;
 		uint64_t inc = __atomic_load_n(&ps->join_inc, __ATOMIC_RELAXED);
 		uint64_t seq = __atomic_load_n(&ps->join_seq, __ATOMIC_RELAXED);
-		if (n->peer_inc[k] == inc && n->peer_seq[k] == seq)
+		if (n->lead.peer_inc[k] == inc && n->lead.peer_seq[k] == seq)
 			continue;	/* answered (a synced peer that lost entries joins anew) */
 		if (!n->ops->connected(n->tp, k) && n->ops->connect(n->tp, k))
 			continue;
 		uint64_t applied = __atomic_load_n(&ps->join_applied, __ATOMIC_RELAXED);
 		uint64_t from = __atomic_load_n(&ps->join_applied_end, __ATOMIC_RELAXED);
 
-		pthread_mutex_lock(&n->lock);
-		if (from > n->tail || n->tail - from > n->log_size) {
+		pthread_mutex_lock(&n->lead.lock);
+		if (from > n->lead.tail || n->lead.tail - from > n->log_size) {
 			uint64_t same = leader_holds(n, ps);
-			pthread_mutex_unlock(&n->lock);
+			pthread_mutex_unlock(&n->lead.lock);
 			if (same > applied)
 				pr_info("node %d needs entries from %llu on, which this log no longer "
 					"holds, but its own log is ours up to %llu: it executes that first",
@@ -254,8 +255,8 @@ static void leader_sync_peers(struct node *n)
 				pr_err("node %d needs entries from %llu on, which this log no longer "
 				       "holds: it must be rebuilt from a peer (apus rebuild --node %d)",
 				       k, (unsigned long long)applied + 1, k);
-			n->peer_inc[k] = inc;
-			n->peer_seq[k] = seq;
+			n->lead.peer_inc[k] = inc;
+			n->lead.peer_seq[k] = seq;
 			struct sync_words s = { SYNC_BEHIND, same,
 						__atomic_load_n(&n->commit, __ATOMIC_ACQUIRE), inc, seq,
 						n->view };
@@ -266,14 +267,14 @@ static void leader_sync_peers(struct node *n)
 		store64(&ps->acked, applied);
 		store64(&ps->applied, applied);
 		store64(&ps->applied_end, from);
-		uint64_t upto = n->last_idx, tail = n->tail;
+		uint64_t upto = n->lead.last_idx, tail = n->lead.tail;
 		leader_copy(n, k, from, tail);
 		struct sync_words s = { from, applied + 1, upto, inc, seq, n->view };
 		n->ops->write(n->tp, k, offsetof(struct region_ctl, sync), &s, sizeof(s));
-		n->peer_inc[k] = inc;
-		n->peer_seq[k] = seq;
+		n->lead.peer_inc[k] = inc;
+		n->lead.peer_seq[k] = seq;
 		__atomic_or_fetch(&n->connected, 1u << k, __ATOMIC_RELEASE);
-		pthread_mutex_unlock(&n->lock);
+		pthread_mutex_unlock(&n->lead.lock);
 		n->ops->ring(n->tp, k);
 		pr_info("node %d joined: copied it entries %llu..%llu (%llu bytes)", k,
 			(unsigned long long)applied + 1, (unsigned long long)upto,
@@ -296,7 +297,7 @@ static void leader_check_peers(struct node *n)
 		if ((!lost && n->ops->check(n->tp, k) == 0) || !peer_synced(n, k))
 			continue;
 		__atomic_and_fetch(&n->connected, ~(1u << k), __ATOMIC_RELEASE);
-		n->peer_inc[k] = 0;
+		n->lead.peer_inc[k] = 0;
 		store64(&n->ctl->peer[k].acked, 0);
 		pr_warn("node %d %s: it receives nothing until it joins again", k,
 			lost ? "is no longer connected" : "restarted or died");
@@ -355,7 +356,7 @@ int node_input_room(struct node *n, int wait_us, int rest)
 	for (;;) {
 		/* Headroom for the small records that cannot wait (an ACCEPT,
 		 * a CLOSE, the checker's hashes) stays free for them. */
-		uint64_t end = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE) +
+		uint64_t end = __atomic_load_n(&n->lead.tail, __ATOMIC_ACQUIRE) +
 			       4ULL * n->cfg.max_entry + (rest ? 0 : rest_reserve(n));
 		if (space_free(n, end))
 			return 1;
@@ -370,7 +371,7 @@ int node_input_room(struct node *n, int wait_us, int rest)
 	}
 }
 
-/* Before appending an event of LEN bytes (called with n->lock held):
+/* Before appending an event of LEN bytes (called with n->lead.lock held):
  * waits, without the lock, until the log has room for all of its entries
  * (and the gap a wrap may leave), so that they stay contiguous in the log
  * and the role thread, which takes the lock to sync a joining backup (that
@@ -390,35 +391,35 @@ static void leader_reserve(struct node *n, size_t len)
 	} while (done < len);
 	if (need > n->log_size / 2)
 		return;
-	while (!space_free(n, n->tail + need)) {
-		uint64_t end = n->tail + need;
+	while (!space_free(n, n->lead.tail + need)) {
+		uint64_t end = n->lead.tail + need;
 
-		pthread_mutex_unlock(&n->lock);
+		pthread_mutex_unlock(&n->lead.lock);
 		leader_wait(n, space_free, end, space_idle);
-		pthread_mutex_lock(&n->lock);
+		pthread_mutex_lock(&n->lead.lock);
 	}
 }
 
 /* Appends one entry (LEN data bytes of IOV from SKIP on).  Called with
- * n->lock held.  Returns the entry's position. */
+ * n->lead.lock held.  Returns the entry's position. */
 static uint64_t leader_append(struct node *n, struct entry_meta *m, const struct iovec *iov,
 			      int iovcnt, size_t skip, uint32_t len)
 {
 	size_t need = entry_size(len);
 	int wrap;
-	uint64_t pos = log_pos_place(n->log_size, n->tail, need, &wrap);
+	uint64_t pos = log_pos_place(n->log_size, n->lead.tail, need, &wrap);
 
 	leader_wait(n, space_free, pos + need, space_idle);
-	m->idx = n->last_idx + 1;
+	m->idx = n->lead.last_idx + 1;
 	m->committed = __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE);
-	if (wrap && log_pos_marker_fits(n->log_size, n->tail)) {
+	if (wrap && log_pos_marker_fits(n->log_size, n->lead.tail)) {
 		struct entry_meta w = *m;
 
 		w.type = ENTRY_WRAP;
 		w.conn = (struct viewstamp){ 0, 0 };
-		size_t l = entry_write(n->log + n->tail % n->log_size, &w, NULL, 0, 0, 0);
-		node_persist(n, n->tail, l);
-		leader_replicate(n, n->tail, l);
+		size_t l = entry_write(n->log + n->lead.tail % n->log_size, &w, NULL, 0, 0, 0);
+		node_persist(n, n->lead.tail, l);
+		leader_replicate(n, n->lead.tail, l);
 	}
 	/* Acks of whatever entry sat here before (a truncated one of another
 	 * view may even have had this index) must not count for this one. */
@@ -427,8 +428,8 @@ static uint64_t leader_append(struct node *n, struct entry_meta *m, const struct
 	size_t l = entry_write(n->log + pos % n->log_size, m, iov, iovcnt, skip, len);
 	node_persist(n, pos, l);
 	leader_replicate(n, pos, l);
-	__atomic_store_n(&n->last_idx, m->idx, __ATOMIC_RELEASE);
-	__atomic_store_n(&n->tail, pos + need, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->lead.last_idx, m->idx, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->lead.tail, pos + need, __ATOMIC_RELEASE);
 	node_set_hint(n, m->idx, pos, m->view);
 	return pos;
 }
@@ -451,7 +452,8 @@ static int entry_committed(struct node *n, uint64_t arg)
 		if (k != n->self && peer_synced(n, k) && node_votes(n, k) &&
 		    __atomic_load_n(&w->e->reply[k], __ATOMIC_ACQUIRE) == w->idx)
 			votes++;
-	if (votes >= __atomic_load_n(&n->quorum, __ATOMIC_ACQUIRE) && w->idx >= n->view_start) {
+	if (votes >= __atomic_load_n(&n->quorum, __ATOMIC_ACQUIRE) &&
+	    w->idx >= n->lead.view_start) {
 		leader_set_commit(n, w->idx);
 		return 1;
 	}
@@ -472,7 +474,7 @@ uint64_t node_proposed_idx(void)
 	return proposed_idx;
 }
 
-/* The input clock for a new entry (under n->lock): never below a stamp
+/* The input clock for a new entry (under n->lead.lock): never below a stamp
  * made or executed before, and never 0 in its low 32 bits (0: unknown). */
 static uint32_t next_stamp(struct node *n)
 {
@@ -497,29 +499,29 @@ static uint64_t leader_submit(struct node *n, int type, int flags, struct viewst
 				.node = (uint8_t)n->self, .flags = (uint8_t)flags };
 	size_t done = 0;
 
-	pthread_mutex_lock(&n->lock);
+	pthread_mutex_lock(&n->lead.lock);
 	m.stamp_ms = next_stamp(n);
 	leader_reserve(n, len);
 	do {
 		uint32_t chunk = len - done > n->cfg.max_entry ? n->cfg.max_entry
 							       : (uint32_t)(len - done);
 		if (type == ENTRY_ACCEPT)
-			m.conn = (struct viewstamp){ n->view, n->last_idx + 1 };
+			m.conn = (struct viewstamp){ n->view, n->lead.last_idx + 1 };
 		*last_pos = leader_append(n, &m, iov, iovcnt, done, chunk);
 		if (!done && vs)
 			*vs = (struct viewstamp){ m.view, m.idx };
 		m.flags = 0;	/* the read's first entry carries them */
 		done += chunk;
 	} while (done < len);
-	pthread_mutex_unlock(&n->lock);
+	pthread_mutex_unlock(&n->lead.lock);
 	proposed_idx = m.idx;
 	status_add(&n->status->proposals, 1);
 
 	if (ring)
 		leader_ring(n, 0);
-	uint64_t cur = __atomic_load_n(&n->self_acked, __ATOMIC_ACQUIRE);
+	uint64_t cur = __atomic_load_n(&n->lead.self_acked, __ATOMIC_ACQUIRE);
 	while (cur < m.idx &&
-	       !__atomic_compare_exchange_n(&n->self_acked, &cur, m.idx, 0, __ATOMIC_ACQ_REL,
+	       !__atomic_compare_exchange_n(&n->lead.self_acked, &cur, m.idx, 0, __ATOMIC_ACQ_REL,
 					    __ATOMIC_ACQUIRE))
 		;
 	return m.idx;
@@ -599,7 +601,7 @@ int leader_propose_members(struct node *n, const char *text, size_t len, uint64_
 	if (!node_serving(n))
 		return -EPERM;
 	/* Room for it (and a wrap marker) now: the role thread never waits. */
-	if (!space_free(n, __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE) + 2 * entry_size(len)))
+	if (!space_free(n, __atomic_load_n(&n->lead.tail, __ATOMIC_ACQUIRE) + 2 * entry_size(len)))
 		return -EAGAIN;
 	*idx = leader_submit(n, ENTRY_MEMBERS, 0, (struct viewstamp){ 0, 0 }, &iov, 1, len, NULL,
 			     &last_pos, 1);
@@ -636,7 +638,7 @@ static int all_committed(struct node *n, uint64_t idx)
 
 int node_wait_output(struct node *n)
 {
-	uint64_t idx = __atomic_load_n(&n->last_idx, __ATOMIC_ACQUIRE);
+	uint64_t idx = __atomic_load_n(&n->lead.last_idx, __ATOMIC_ACQUIRE);
 
 	if (deposed(n))
 		return -EPERM;
@@ -658,7 +660,7 @@ static void leader_takeover(struct node *n)
 
 	for (int k = 0; k < n->cfg.nnodes; k++) {
 		memset(&n->ctl->peer[k], 0, sizeof(n->ctl->peer[k]));
-		n->peer_inc[k] = 0;
+		n->lead.peer_inc[k] = 0;
 		/* Our voters' recovery points: the log a majority's snapshots
 		 * cover is known before anyone joins (our NOOP may need room). */
 		if (k != n->self && load64(&n->ctl->vote[k].granted) == n->view)
@@ -666,15 +668,15 @@ static void leader_takeover(struct node *n)
 	}
 	__atomic_store_n(&n->connected, 0, __ATOMIC_RELEASE);
 	node_log_end(n, &lv, &li, &end);
-	pthread_mutex_lock(&n->lock);
-	n->last_idx = li;
-	n->tail = end;
-	n->view_start = li + 1;
-	pthread_mutex_unlock(&n->lock);
-	__atomic_store_n(&n->self_acked, li, __ATOMIC_RELEASE);
-	n->catch_up_ns = 0;
-	if (__atomic_load_n(&n->commit, __ATOMIC_RELAXED) < n->exec_idx - 1)
-		__atomic_store_n(&n->commit, n->exec_idx - 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&n->lead.lock);
+	n->lead.last_idx = li;
+	n->lead.tail = end;
+	n->lead.view_start = li + 1;
+	pthread_mutex_unlock(&n->lead.lock);
+	__atomic_store_n(&n->lead.self_acked, li, __ATOMIC_RELEASE);
+	n->exec.catch_up_ns = 0;
+	if (__atomic_load_n(&n->commit, __ATOMIC_RELAXED) < n->exec.idx - 1)
+		__atomic_store_n(&n->commit, n->exec.idx - 1, __ATOMIC_RELEASE);
 	pr_info("leading view %llu: log ends at entry %llu of view %llu; executing it before serving",
 		(unsigned long long)n->view, (unsigned long long)li, (unsigned long long)lv);
 }
@@ -687,10 +689,10 @@ static int leader_open_view(struct node *n)
 {
 	uint64_t last_pos;
 
-	if (n->last_idx >= n->view_start)
+	if (n->lead.last_idx >= n->lead.view_start)
 		return 1;
 	/* A NOOP, and the wrap marker it may need. */
-	if (!space_free(n, n->tail + 2 * entry_size(0)))
+	if (!space_free(n, n->lead.tail + 2 * entry_size(0)))
 		return 0;
 	leader_submit(n, ENTRY_NOOP, 0, (struct viewstamp){ 0, 0 }, NULL, 0, 0, NULL, &last_pos, 1);
 	return 1;
@@ -728,7 +730,7 @@ static int leader_check_deposed(struct node *n)
 /* A new leader whose server cannot reach the end of its log would hold
  * the cluster for ever: its peers follow it and nobody serves.  It steps
  * down instead, as a backup, so that the others elect one that can, and
- * says why.  UNABLE: it never can (recoverable = 0: it does not stand
+ * says why.  UNABLE: it never can (snap.recoverable = 0: it does not stand
  * again); else it lets the others stand first. */
 static void leader_step_down(struct node *n, const char *why, int unable)
 {
@@ -737,10 +739,10 @@ static void leader_step_down(struct node *n, const char *why, int unable)
 		 "view %llu: %s", (unsigned long long)n->view, why);
 	status_add(&n->status->stepdowns, 1);
 	if (unable) {
-		__atomic_store_n(&n->recoverable, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&n->snap.recoverable, 0, __ATOMIC_RELEASE);
 		n->status->recoverable = 0;
 	} else {
-		n->no_stand_until_ns = now_ns() + CATCH_UP_STALL_NS;
+		n->exec.no_stand_until_ns = now_ns() + CATCH_UP_STALL_NS;
 	}
 	__atomic_store_n(&n->serving, 0, __ATOMIC_RELEASE);
 	node_set_role(n, ROLE_BACKUP, -1, n->view);
@@ -754,32 +756,32 @@ static void leader_step_down(struct node *n, const char *why, int unable)
 static int leader_can_catch_up(struct node *n, int turns_left)
 {
 	char why[160];
-	uint64_t pos = n->exec_pos, now = now_ns();
-	uint64_t mark = n->exec_idx + replay_turns_taken(n->replay);
+	uint64_t pos = n->exec.pos, now = now_ns();
+	uint64_t mark = n->exec.idx + replay_turns_taken(n->exec.replay);
 
-	if (n->exec_idx <= n->last_idx && !node_entry_at(n, &pos, n->exec_idx)) {
+	if (n->exec.idx <= n->lead.last_idx && !node_entry_at(n, &pos, n->exec.idx)) {
 		snprintf(why, sizeof(why), "its log no longer holds entry %llu, the next its server "
-			 "must execute (its state is at entry %llu)", (unsigned long long)n->exec_idx,
-			 (unsigned long long)n->exec_idx - 1);
+			 "must execute (its state is at entry %llu)",
+			 (unsigned long long)n->exec.idx, (unsigned long long)n->exec.idx - 1);
 		leader_step_down(n, why, 1);
 		return 0;
 	}
 	/* Progress, nothing for the server to do, or a server still loading
 	 * its state (node_execute waits for it; a snapshot_load_cmd that
 	 * failed once is no longer given the benefit): not stuck. */
-	if (mark != n->catch_up_mark || !n->catch_up_ns ||
-	    (!turns_left && n->exec_idx > __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE)) ||
+	if (mark != n->exec.catch_up_mark || !n->exec.catch_up_ns ||
+	    (!turns_left && n->exec.idx > __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE)) ||
 	    !__atomic_load_n(&n->status->app_ready, __ATOMIC_ACQUIRE) ||
 	    node_snapshot_loading(n)) {
-		n->catch_up_mark = mark;
-		n->catch_up_ns = now;
+		n->exec.catch_up_mark = mark;
+		n->exec.catch_up_ns = now;
 		return 1;
 	}
-	if (now - n->catch_up_ns <= CATCH_UP_STALL_NS)
+	if (now - n->exec.catch_up_ns <= CATCH_UP_STALL_NS)
 		return 1;
 	snprintf(why, sizeof(why), "its server made no progress for %llu s (at entry %llu)",
 		 (unsigned long long)(CATCH_UP_STALL_NS / 1000000000ULL),
-		 (unsigned long long)n->exec_idx);
+		 (unsigned long long)n->exec.idx);
 	leader_step_down(n, why, 0);
 	return 0;
 }
@@ -794,14 +796,14 @@ static void leader_catch_up(struct node *n)
 	/* Maintained on every pass, not only once all is executed: an entry
 	 * may wait for the server's turns (an ACCEPT for the CLOSE turns
 	 * before it), and only maintenance skips a turn the server dropped. */
-	int turns_left = replay_maintain(n->replay);
+	int turns_left = replay_maintain(n->exec.replay);
 	if (!leader_can_catch_up(n, turns_left))
 		return;
-	if (n->exec_idx <= n->view_start || turns_left)
+	if (n->exec.idx <= n->lead.view_start || turns_left)
 		return;
 	__atomic_store_n(&n->serving, 1, __ATOMIC_RELEASE);
 	pr_info("serving clients as leader of view %llu (executed %llu entries)",
-		(unsigned long long)n->view, (unsigned long long)n->exec_idx - 1);
+		(unsigned long long)n->view, (unsigned long long)n->exec.idx - 1);
 	hook_leader_change(n);
 }
 
@@ -825,9 +827,9 @@ void leader_run(struct node *n, int takeover)
 		leader_takeover(n);
 	/* A change this node proposed while it led before is in its log, or
 	 * not: it comes into force when executed, like anyone's. */
-	free(n->member_pending_text);
-	n->member_pending_text = NULL;
-	n->member_pending = 0;
+	free(n->lead.member_pending_text);
+	n->lead.member_pending_text = NULL;
+	n->lead.member_pending = 0;
 	store64(&n->status->member_pending, 0);
 	n->status->ready = 0;
 	while (!__atomic_load_n(&n->stopping, __ATOMIC_RELAXED) && !deposed(n)) {
@@ -851,11 +853,12 @@ void leader_run(struct node *n, int takeover)
 		if (!serving)
 			leader_catch_up(n);
 		else
-			replay_maintain(n->replay);	/* connections of earlier views linger */
+			replay_maintain(n->exec.replay); /* connections of earlier views linger */
 		if (serving)
-			__atomic_store_n(&n->applied, __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE),
+			__atomic_store_n(&n->exec.applied,
+					 __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE),
 					 __ATOMIC_RELAXED);
-		uint64_t tail = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
+		uint64_t tail = __atomic_load_n(&n->lead.tail, __ATOMIC_ACQUIRE);
 		n->status->log_pos = tail;
 		n->status->reclaim_pos = leader_reclaim_pos(n, tail);
 		/* No room for a new request (node_input_room's headroom and

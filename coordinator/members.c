@@ -134,7 +134,7 @@ void members_adopt(struct node *n, const char *text, size_t len, uint64_t idx)
 	for (int k = 0; k < APUS_MAX_NODES; k++)
 		if (gone >> k & 1 && k != n->self) {
 			__atomic_and_fetch(&n->connected, ~(1u << k), __ATOMIC_RELEASE);
-			n->peer_inc[k] = 0;
+			n->lead.peer_inc[k] = 0;
 			store64(&n->ctl->peer[k].acked, 0);
 		}
 	if (!node_is_member(n, n->self)) {
@@ -220,9 +220,9 @@ static int propose(struct node *n, const struct apus_config *want, uint64_t *idx
 		free(text);
 		return rc;
 	}
-	n->member_pending = *idx;
-	n->member_pending_text = text;
-	n->member_pending_len = strlen(text);
+	n->lead.member_pending = *idx;
+	n->lead.member_pending_text = text;
+	n->lead.member_pending_len = strlen(text);
 	store64(&n->status->member_pending, *idx);
 	describe(want, why, whylen);
 	pr_info("proposed membership entry %llu: %s", (unsigned long long)*idx, why);
@@ -247,9 +247,9 @@ static void handle_request(struct node *n, uint64_t seq)
 		answer(n, seq, 0, -EAGAIN, "the leader is still catching up; ask again");
 		goto out;
 	}
-	if (n->member_pending) {
+	if (n->lead.member_pending) {
 		snprintf(why, sizeof(why), "another change (entry %llu) is not in force yet",
-			 (unsigned long long)n->member_pending);
+			 (unsigned long long)n->lead.member_pending);
 		answer(n, seq, 0, -EBUSY, why);
 		goto out;
 	}
@@ -284,12 +284,13 @@ void members_poll(struct node *n)
 {
 	uint64_t seq = load64(&region_mail(n->ctl)->member.want_seq);
 
-	if (n->member_pending &&
-	    __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) >= n->member_pending) {
-		members_adopt(n, n->member_pending_text, n->member_pending_len, n->member_pending);
-		free(n->member_pending_text);
-		n->member_pending_text = NULL;
-		n->member_pending = 0;
+	if (n->lead.member_pending &&
+	    __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE) >= n->lead.member_pending) {
+		members_adopt(n, n->lead.member_pending_text, n->lead.member_pending_len,
+			      n->lead.member_pending);
+		free(n->lead.member_pending_text);
+		n->lead.member_pending_text = NULL;
+		n->lead.member_pending = 0;
 		store64(&n->status->member_pending, 0);
 	}
 	if (node_role(n) != ROLE_LEADER)
@@ -298,7 +299,7 @@ void members_poll(struct node *n)
 		handle_request(n, seq);
 		return;
 	}
-	if (n->member_pending || !__atomic_load_n(&n->serving, __ATOMIC_ACQUIRE))
+	if (n->lead.member_pending || !__atomic_load_n(&n->serving, __ATOMIC_ACQUIRE))
 		return;
 	char what[160], why[256];
 	int role, k = next_step(n, &role, what, sizeof(what));

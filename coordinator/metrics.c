@@ -472,8 +472,8 @@ void metrics_start(struct node *n)
 		pr_warn("no metrics endpoint: cannot start its thread");
 		goto fail;
 	}
-	m->n->metrics_thread = th;	/* node_stop joins it */
-	m->n->metrics_started = 1;
+	m->n->threads.metrics = th;	/* node_stop joins it */
+	m->n->threads.metrics_started = 1;
 	pr_info("serving metrics on http://%s:%d/metrics", nc->address, nc->metrics_port);
 	return;
 fail:

@@ -60,25 +60,25 @@ int node_leader(struct node *n)
 
 struct replay *node_replay(struct node *n)
 {
-	return n->replay;
+	return n->exec.replay;
 }
 
 void node_set_point_cut(struct node *n, int (*fn)(struct viewstamp *first))
 {
 	/* Pairs with the acquire load in snapshot.c's point_cut(). */
-	__atomic_store_n(&n->point_cut, fn, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->snap.point_cut, fn, __ATOMIC_RELEASE);
 }
 
 void node_set_point_conn(struct node *n, int (*fn)(int fd, struct viewstamp *vs))
 {
 	/* Pairs with the acquire load in snapshot.c. */
-	__atomic_store_n(&n->point_conn, fn, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->snap.point_conn, fn, __ATOMIC_RELEASE);
 }
 
 void node_set_input_pending(struct node *n, int (*fn)(void))
 {
 	/* Pairs with the acquire load in snapshot.c's input_pending(). */
-	__atomic_store_n(&n->input_pending, fn, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->snap.input_pending, fn, __ATOMIC_RELEASE);
 }
 
 void node_app_listening(struct node *n)
@@ -111,7 +111,7 @@ void node_update_status(struct node *n)
 	s->role = node_role(n);
 	s->leader = __atomic_load_n(&n->leader, __ATOMIC_RELAXED);
 	s->commit = __atomic_load_n(&n->commit, __ATOMIC_RELAXED);
-	s->applied = __atomic_load_n(&n->applied, __ATOMIC_RELAXED);
+	s->applied = __atomic_load_n(&n->exec.applied, __ATOMIC_RELAXED);
 	s->peers_connected = __atomic_load_n(&n->connected, __ATOMIC_RELAXED) | (1u << n->self);
 	store64(&s->updated_ms, realtime_ms());
 }
@@ -119,10 +119,10 @@ void node_update_status(struct node *n)
 void node_set_role(struct node *n, int role, int leader, uint64_t view)
 {
 	/* A failover, as this node sees it: a newer view's leader, after the first it knew. */
-	if (leader >= 0 && view + 1 > n->led_views) {
-		if (n->led_views)
+	if (leader >= 0 && view + 1 > n->elect.led_views) {
+		if (n->elect.led_views)
 			status_add(&n->status->leader_changes, 1);
-		n->led_views = view + 1;
+		n->elect.led_views = view + 1;
 	}
 	__atomic_store_n(&n->view, view, __ATOMIC_RELEASE);
 	__atomic_store_n(&n->leader, leader, __ATOMIC_RELEASE);
@@ -209,14 +209,14 @@ int node_stop(struct node *n, int wait_ms)
 	deadline.tv_nsec = (long)(at % 1000000000ULL);
 	__atomic_store_n(&n->stopping, 1, __ATOMIC_RELEASE);
 	n->ops->wake(n->tp);	/* a role thread waiting on its doorbell */
-	rc |= join_by(n->thread, &deadline, "role");
-	if (n->sync_started)
-		rc |= join_by(n->sync_thread, &deadline, "fsync");
-	if (n->snap_started)
-		rc |= join_by(n->snap_thread, &deadline, "snapshot");
-	if (n->metrics_started)
-		rc |= join_by(n->metrics_thread, &deadline, "metrics");
-	n->sync_started = n->snap_started = n->metrics_started = 0;
+	rc |= join_by(n->threads.role, &deadline, "role");
+	if (n->threads.sync_started)
+		rc |= join_by(n->threads.sync, &deadline, "fsync");
+	if (n->threads.snap_started)
+		rc |= join_by(n->threads.snap, &deadline, "snapshot");
+	if (n->threads.metrics_started)
+		rc |= join_by(n->threads.metrics, &deadline, "metrics");
+	n->threads.sync_started = n->threads.snap_started = n->threads.metrics_started = 0;
 	return rc;
 }
 
@@ -258,9 +258,9 @@ int node_entry_landed(struct node *n, uint64_t pos, uint64_t idx)
 void node_log_end(struct node *n, uint64_t *last_view, uint64_t *last_idx, uint64_t *end_pos)
 {
 	/* Any thread may ask (the role thread moves these: see node_execute). */
-	uint64_t pos = __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED);
-	uint64_t idx = __atomic_load_n(&n->exec_idx, __ATOMIC_RELAXED);
-	uint64_t view = __atomic_load_n(&n->exec_view, __ATOMIC_RELAXED);
+	uint64_t pos = __atomic_load_n(&n->exec.pos, __ATOMIC_RELAXED);
+	uint64_t idx = __atomic_load_n(&n->exec.idx, __ATOMIC_RELAXED);
+	uint64_t view = __atomic_load_n(&n->exec.view, __ATOMIC_RELAXED);
 	struct log_hint *h = &n->ctl->hint;
 	uint64_t hidx = __atomic_load_n(&h->idx, __ATOMIC_RELAXED);
 
@@ -306,13 +306,13 @@ void node_set_hint(struct node *n, uint64_t idx, uint64_t pos, uint64_t view)
 static void report_applied(struct node *n)
 {
 	int leader = __atomic_load_n(&n->leader, __ATOMIC_ACQUIRE);
-	uint64_t applied = n->exec_idx - 1;
+	uint64_t applied = n->exec.idx - 1;
 
 	if (leader < 0 || leader == n->self)
 		return;
 	/* applied_end first: the leader reads applied as "up to here". */
 	n->ops->write(n->tp, leader, offsetof(struct region_ctl, peer[n->self].applied_end),
-		      &n->exec_pos, 8);
+		      &n->exec.pos, 8);
 	n->ops->write(n->tp, leader, offsetof(struct region_ctl, peer[n->self].applied), &applied, 8);
 	n->ops->ring(n->tp, leader);
 }
@@ -340,33 +340,33 @@ int node_execute(struct node *n, uint64_t upto, uint64_t checked)
 	/* The guard is taking a checkpoint at the entry we stand on, or we
 	 * are taking a snapshot of our own there, or loading the one we
 	 * started from. */
-	if (n->ckpt_hold || node_snapshot_holds(n))
+	if (n->ckpt.hold || node_snapshot_holds(n))
 		return 0;
 	/* A batch bounded in time (a quarter heartbeat period): the caller's
 	 * heartbeats must not stall behind a long catch-up. */
 	uint64_t until = now_ns() + (uint64_t)n->cfg.heartbeat_ms * 250000ULL;
-	for (int batch = 0; n->exec_idx <= upto; batch++) {
+	for (int batch = 0; n->exec.idx <= upto; batch++) {
 		if (batch && !(batch & 15) && now_ns() > until)
 			break;
-		uint64_t pos = n->exec_pos;
-		const struct entry_hdr *e = entry_at(n, &pos, n->exec_idx, n->exec_idx > checked);
+		uint64_t pos = n->exec.pos;
+		const struct entry_hdr *e = entry_at(n, &pos, n->exec.idx, n->exec.idx > checked);
 
 		if (!e) {
 			pr_err("entry %llu vanished from the log before execution",
-			       (unsigned long long)n->exec_idx);
+			       (unsigned long long)n->exec.idx);
 			break;
 		}
-		if (!replay_exec(n->replay, e))
+		if (!replay_exec(n->exec.replay, e))
 			break;
 		if (e->type == ENTRY_MEMBERS)
 			members_adopt(n, entry_data(e), e->data_sz, e->idx);
-		__atomic_store_n(&n->exec_pos, pos + entry_size(e->data_sz), __ATOMIC_RELAXED);
-		__atomic_store_n(&n->exec_view, e->view, __ATOMIC_RELAXED);
-		__atomic_store_n(&n->exec_idx, n->exec_idx + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&n->exec.pos, pos + entry_size(e->data_sz), __ATOMIC_RELAXED);
+		__atomic_store_n(&n->exec.view, e->view, __ATOMIC_RELAXED);
+		__atomic_store_n(&n->exec.idx, n->exec.idx + 1, __ATOMIC_RELAXED);
 		progress = 1;
 	}
 	if (progress) {
-		__atomic_store_n(&n->applied, n->exec_idx - 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&n->exec.applied, n->exec.idx - 1, __ATOMIC_RELAXED);
 		report_applied(n);
 	}
 	return progress;
@@ -427,18 +427,18 @@ static void node_pick_role(struct node *n, int recovered)
 	struct durable *d = &n->ctl->dur;
 
 	node_log_end(n, &lv, &li, &end);
-	if ((recovered && (d->view || d->voted_view || li)) || n->seed_idx) {
+	if ((recovered && (d->view || d->voted_view || li)) || n->exec.seed_idx) {
 		if (!recovered)
 			memset(d, 0, sizeof(*d));
-		if (n->exec_view > d->view)
-			d->view = n->exec_view;
+		if (n->exec.view > d->view)
+			d->view = n->exec.view;
 		n->view = d->view;
 		n->leader = -1;
 		n->role = ROLE_BACKUP;
 		pr_info("recovered view %llu and a log up to entry %llu (of view %llu); "
 			"rebuilding the server from entry %llu on",
 			(unsigned long long)d->view, (unsigned long long)li, (unsigned long long)lv,
-			(unsigned long long)n->exec_idx);
+			(unsigned long long)n->exec.idx);
 		return;
 	}
 	memset(d, 0, sizeof(*d));
@@ -446,7 +446,7 @@ static void node_pick_role(struct node *n, int recovered)
 	n->leader = 0;
 	n->role = n->self == 0 ? ROLE_LEADER : ROLE_BACKUP;
 	n->serving = n->self == 0;	/* nothing to execute first */
-	n->view_start = 1;
+	n->lead.view_start = 1;
 }
 
 /* Loads the configuration (as the membership agreed since may have changed
@@ -479,13 +479,13 @@ static void node_init_fields(struct node *n, int self)
 	n->log_size = n->cfg.log_size;
 	n->spin_ns = DEFAULT_SPIN_US * 1000ULL;
 	n->started_ns = now_ns();
-	n->exec_idx = 1;
+	n->exec.idx = 1;
 	const char *spin = getenv("APUS_SPIN_US");
 	if (spin && *spin)
 		n->spin_ns = strtoull(spin, NULL, 10) * 1000ULL;
 	spin = getenv("APUS_SPIN_MAX_US");
 	n->spin_max_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_MAX_US) * 1000ULL;
-	pthread_mutex_init(&n->lock, NULL);
+	pthread_mutex_init(&n->lead.lock, NULL);
 }
 
 /* Maps the region, carrying over the durable log of a previous run
@@ -538,11 +538,11 @@ static int node_start_sync(struct node *n, char *err, size_t errlen)
 {
 	if (n->cfg.fsync != FSYNC_BATCH)
 		return 0;
-	if (pthread_create(&n->sync_thread, NULL, sync_main, n)) {
+	if (pthread_create(&n->threads.sync, NULL, sync_main, n)) {
 		snprintf(err, errlen, "cannot start the fsync thread");
 		return -1;
 	}
-	n->sync_started = 1;
+	n->threads.sync_started = 1;
 	return 0;
 }
 
@@ -598,13 +598,13 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 		goto fail;
 	}
 	/* Every node may have to execute the log into its server some day. */
-	n->replay = replay_new(n);
-	if (!n->replay) {
+	n->exec.replay = replay_new(n);
+	if (!n->exec.replay) {
 		snprintf(err, errlen, "cannot set up replay: out of memory");
 		goto fail;
 	}
 	node_checkpoint_init(n);
-	n->led_views = n->leader >= 0 ? n->view + 1 : 0;
+	n->elect.led_views = n->leader >= 0 ? n->view + 1 : 0;
 	node_save_durable(n);
 	node_update_status(n);
 	if (node_start_sync(n, err, errlen))
@@ -614,7 +614,7 @@ struct node *node_start(const char *config_path, int self, char *err, size_t err
 		self, n->cfg.nnodes, role_label(n->role),
 		(unsigned long long)n->view, n->ops->name, (unsigned long long)n->log_size,
 		fsync_policy_name(n->cfg.fsync));
-	if (pthread_create(&n->thread, NULL, role_main, n)) {
+	if (pthread_create(&n->threads.role, NULL, role_main, n)) {
 		snprintf(err, errlen, "cannot start the role thread");
 		goto fail;
 	}

@@ -19,17 +19,154 @@
 
 struct node_status;
 
+/* Each module's state is a sub-struct of struct node, and its owners,
+ * the threads that may touch it, are named once: in the comment at the
+ * sub-struct's top.  The threads: the role thread (role_main: leader_run
+ * or backup_run, and the execution, elections, checkpoints, membership
+ * and snapshot answers they call), the server's threads (through node.h:
+ * proposals, and the leader's server forking for a snapshot,
+ * node_snapshot_fork), the snapshot thread (snapshot.c), the fsync
+ * thread, the metrics thread, and the thread that calls node_start()
+ * and node_stop() ("start-up": before the role thread runs). */
+
+/* Leader proposals (leader.c; members.c).  The server's threads propose
+ * (leader_submit, node_input_room: lock, last_idx, tail, self_acked; they
+ * read view_start); the role thread, leading, syncs joining backups
+ * (peer_inc, peer_seq, under lock), takes over (under lock) and proposes
+ * membership (member_pending*), and executing a membership entry in any
+ * role clears peer_inc (members_adopt); the leader's server forking for a
+ * snapshot reads last_idx and tail under lock, the snapshot thread reads
+ * tail (atomic); start-up sets view_start and the lock up.  `lock` orders
+ * proposals: it covers slot reservation and the writes to peers, so every
+ * backup receives entries in log order. */
+struct node_lead {
+	pthread_mutex_t lock;
+	uint64_t last_idx;	/* under lock */
+	uint64_t tail;		/* under lock: next free log position */
+	uint64_t self_acked;	/* atomic: highest index this node persisted */
+	uint64_t view_start;	/* index of this view's first entry: commit counts from there */
+	uint64_t peer_inc[APUS_MAX_NODES];	/* leader: incarnation each peer was synced for */
+	uint64_t peer_seq[APUS_MAX_NODES];	/* and which of its joins */
+	/* Leader: its membership change proposed and not yet in force
+	 * (entry index, 0: none), and the membership's text (members.c). */
+	uint64_t member_pending;
+	char *member_pending_text;
+	size_t member_pending_len;
+};
+
+/* Execution of committed entries into the local server (any role;
+ * the role thread only): node_execute, replay.c, leader.c's catch-up,
+ * backup.c, and what checkpoint.c and snapshot.c's node_snapshot_poll
+ * read of it.  Start-up sets it before the role thread runs
+ * (node_snapshot_load; node_app_reset reads seed_idx).  Other threads
+ * only read, atomically: applied (node_update_status; the snapshot
+ * thread), pos (the server's threads proposing: leader_reclaim_pos; the
+ * snapshot thread), pos, idx and view (node_log_end: any thread); and
+ * the replay pointer, set at start-up (the shim, through node_replay). */
+struct node_exec {
+	struct replay *replay;
+	uint64_t applied;	/* atomic */
+	uint64_t seed_idx;	/* our server started from a peer's snapshot at this entry (0: no) */
+	uint64_t pos, idx, view;	/* next entry to execute; view of the last one */
+	/* A new leader's catch-up (leader.c; the role thread only): when its
+	 * server last made progress, and what progress (entries executed plus
+	 * turns taken).  After a step-down for making none, it does not stand
+	 * before no_stand_until_ns (backup.c). */
+	uint64_t catch_up_ns, catch_up_mark;
+	uint64_t no_stand_until_ns;
+};
+
+/* Checkpoints (checkpoint.c; the role thread only), set up at start-up
+ * (node_checkpoint_init).  `hold` is also read by node_execute and
+ * node_snapshot_poll (the role thread), the snapshot thread (due) and the
+ * leader's server forking for a snapshot (node_snapshot_fork). */
+struct node_ckpt {
+	uint64_t hold;		/* request we hold execution for (0: none) */
+	uint64_t hold_ns;
+	uint64_t restore_seen;	/* the guard's restore generation as we know it */
+};
+
+/* Snapshots of itself (snapshot.c): the snapshot thread asks, the role
+ * thread (backup: node_snapshot_poll) or the server's fork (leader:
+ * node_snapshot_fork) answers; the server's threads read state
+ * (node_snapshot_armed), the role thread state and loading
+ * (node_snapshot_holds, node_snapshot_running, node_snapshot_loading).
+ * The recovery point (idx, pos) is set at start-up, by the snapshot
+ * thread as it keeps points and by the role thread after a restore
+ * (node_snapshot_reload); recoverable at start-up and by the role thread
+ * (node_snapshot_check after a restore; a leader that steps down unable
+ * clears it).  The role thread reads them (backup.c, election.c), the
+ * server's threads proposing read pos (leader_reclaim_pos,
+ * node_snapshot_floor).  The shim sets the hooks once
+ * (node_set_input_pending, node_set_point_cut, node_set_point_conn); the
+ * snapshot thread and the server's fork call them. */
+struct node_snap {
+	int state;		/* atomic: enum snap_state */
+	int forks;		/* atomic: server forks while one was under way */
+	uint64_t hold_ns;	/* role thread: when it began to hold */
+	uint64_t drained_ns;	/* ... and when its server had taken every turn */
+	uint64_t cap_idx, cap_pos, cap_view;	/* the state it holds */
+	uint64_t cap_rand;	/* its generator's, at the fork (input_random_mark) */
+	/* snapshot_connections = none: connections open when the role thread
+	 * came to hold (it did not: no recovery point there). */
+	int open_conns;
+	/* Connections whose server was mid-request at the entry it came to
+	 * hold (replay_mid_requests; no recovery point there), one of them,
+	 * and since when points have been refused for that (role thread). */
+	int mid_conns;
+	struct viewstamp mid_vs;
+	uint64_t mid_since_ns, mid_last_ns;
+	/* Someone asked for a point (SNAPSHOT_REQUEST_FILE): it stands through
+	 * refusals (a client mid-request) until one is taken or fails. */
+	int asked;
+	uint64_t idx, pos;	/* atomic: the recovery point (0: none) */
+	int recoverable;	/* its snapshot and log rebuild its state (atomic) */
+	/* atomic: snapshot_load_cmd has yet to put the recovery point into
+	 * the server (execution waits); how often it failed so far. */
+	int loading, load_failures;
+	/* Set by the shim: whether read-ahead bytes wait for the server. */
+	int (*input_pending)(void);
+	int (*point_cut)(struct viewstamp *first);	/* node_set_point_cut */
+	int (*point_conn)(int fd, struct viewstamp *vs);	/* node_set_point_conn */
+};
+
+/* Elections (election.c), and the views this node knew led
+ * (node_set_role).  The role thread only, and start-up before it runs. */
+struct node_elect {
+	uint64_t answered[APUS_MAX_NODES];	/* last request of each candidate answered */
+	uint64_t probed[APUS_MAX_NODES];	/* last pre-vote round of each answered */
+	uint64_t max_seen;	/* highest view any peer told us of */
+	/* 1 + the newest view whose leader this node knew (0: none yet), for
+	 * status.leader_changes (node_set_role; the role thread only). */
+	uint64_t led_views;
+};
+
+/* The node's threads.  Only the thread that calls node_start() and
+ * node_stop(): node_start starts them (node_snapshot_start, metrics_start),
+ * node_stop joins them. */
+struct node_threads {
+	pthread_t role;		/* the role thread */
+	pthread_t sync;		/* fsync = batch */
+	int sync_started;
+	pthread_t metrics;	/* when metrics_port is set */
+	int metrics_started;
+	pthread_t snap;		/* when snapshot_cmd is set */
+	int snap_started;
+};
+
+/* The node.  Its top-level words are shared by every role and module:
+ * set at start-up, then read by any thread.  Those marked atomic are the
+ * node's shared, atomic words, which change while it runs (quorum,
+ * voters, members, role, leader, view, serving, commit, connected; and
+ * stamp_ms, which both the leader's proposals and execution advance):
+ * every role reads them, so no one module owns them.  Each module's own
+ * state follows, in its sub-struct. */
 struct node {
 	struct apus_config cfg;
 	int self;
 	int quorum;		/* atomic: majority of the voters in force (members.c) */
 	uint32_t voters;	/* atomic: bit per voting member */
 	uint32_t members;	/* atomic: bit per member (voters and learners): who gets the log */
-	/* Leader: its membership change proposed and not yet in force
-	 * (entry index, 0: none), and the membership's text (members.c). */
-	uint64_t member_pending;
-	char *member_pending_text;
-	size_t member_pending_len;
 	int role;		/* atomic: enum node_role */
 	int leader;		/* atomic: leader of `view`, -1 while unknown */
 	uint64_t view;		/* atomic */
@@ -51,86 +188,20 @@ struct node {
 	uint64_t spin_max_ns;	/* how far a backup's spin may grow (APUS_SPIN_MAX_US) */
 	uint64_t started_ns;
 	uint64_t listen_ns;	/* when the server began to listen on its application port */
-	pthread_t thread;	/* the role thread */
-	pthread_t sync_thread;	/* fsync = batch */
-	int sync_started;
-	pthread_t metrics_thread;	/* when metrics_port is set */
-	int metrics_started;
+	struct node_threads threads;
 
-	/* Leader.  `lock` orders proposals: it covers slot reservation and the
-	 * writes to peers, so every backup receives entries in log order. */
-	pthread_mutex_t lock;
-	uint64_t last_idx;	/* under lock */
-	uint64_t tail;		/* under lock: next free log position */
-	/* The last input clock stamp made (under lock) or executed (the
+	/* The last input clock stamp made (under lead.lock) or executed (the
 	 * role thread, atomic): the next one is never below it
 	 * (input_clock.h). */
 	uint64_t stamp_ms;
-	uint64_t self_acked;	/* atomic: highest index this node persisted */
 	uint64_t commit;	/* atomic */
-	uint64_t view_start;	/* index of this view's first entry: commit counts from there */
 	uint32_t connected;	/* atomic bitmap: leader: peers synced to our log; backup: leader reached */
-	uint64_t peer_inc[APUS_MAX_NODES];	/* leader: incarnation each peer was synced for */
-	uint64_t peer_seq[APUS_MAX_NODES];	/* and which of its joins */
 
-	/* Execution of committed entries into the local server (any role;
-	 * the role thread only). */
-	struct replay *replay;
-	uint64_t applied;	/* atomic */
-	uint64_t seed_idx;	/* our server started from a peer's snapshot at this entry (0: no) */
-	uint64_t exec_pos, exec_idx, exec_view;	/* next entry to execute; view of the last one */
-	/* A new leader's catch-up (leader.c; the role thread only): when its
-	 * server last made progress, and what progress (entries executed plus
-	 * turns taken).  After a step-down for making none, it does not stand
-	 * before no_stand_until_ns (backup.c). */
-	uint64_t catch_up_ns, catch_up_mark;
-	uint64_t no_stand_until_ns;
-
-	/* Checkpoints (checkpoint.c; the role thread only). */
-	uint64_t ckpt_hold;	/* request we hold execution for (0: none) */
-	uint64_t ckpt_hold_ns;
-	uint64_t restore_seen;	/* the guard's restore generation as we know it */
-
-	/* Snapshots of itself (snapshot.c): the snapshot thread asks, the
-	 * role thread (backup) or the server's fork (leader) answers. */
-	int snap_state;		/* atomic: enum snap_state */
-	int snap_forks;		/* atomic: server forks while one was under way */
-	uint64_t snap_hold_ns;	/* role thread: when it began to hold */
-	uint64_t snap_drained_ns;	/* ... and when its server had taken every turn */
-	uint64_t snap_cap_idx, snap_cap_pos, snap_cap_view;	/* the state it holds */
-	uint64_t snap_cap_rand;	/* its generator's, at the fork (input_random_mark) */
-	/* snapshot_connections = none: connections open when the role thread
-	 * came to hold (it did not: no recovery point there). */
-	int snap_open_conns;
-	/* Connections whose server was mid-request at the entry it came to
-	 * hold (replay_mid_requests; no recovery point there), one of them,
-	 * and since when points have been refused for that (role thread). */
-	int snap_mid_conns;
-	struct viewstamp snap_mid_vs;
-	uint64_t snap_mid_since_ns, snap_mid_last_ns;
-	/* Someone asked for a point (SNAPSHOT_REQUEST_FILE): it stands through
-	 * refusals (a client mid-request) until one is taken or fails. */
-	int snap_asked;
-	uint64_t snap_idx, snap_pos;	/* atomic: the recovery point (0: none) */
-	int recoverable;	/* its snapshot and log rebuild its state (atomic) */
-	/* atomic: snapshot_load_cmd has yet to put the recovery point into
-	 * the server (execution waits); how often it failed so far. */
-	int snap_loading, snap_load_failures;
-	pthread_t snap_thread;
-	int snap_started;
-	/* Set by the shim: whether read-ahead bytes wait for the server. */
-	int (*input_pending)(void);
-	int (*point_cut)(struct viewstamp *first);	/* node_set_point_cut */
-	int (*point_conn)(int fd, struct viewstamp *vs);	/* node_set_point_conn */
-
-	/* Elections (election.c; the role thread only). */
-	uint64_t answered[APUS_MAX_NODES];	/* last request of each candidate answered */
-	uint64_t probed[APUS_MAX_NODES];	/* last pre-vote round of each answered */
-	uint64_t max_seen;	/* highest view any peer told us of */
-
-	/* 1 + the newest view whose leader this node knew (0: none yet), for
-	 * status.leader_changes (node_set_role; the role thread only). */
-	uint64_t led_views;
+	struct node_lead lead;
+	struct node_exec exec;
+	struct node_ckpt ckpt;
+	struct node_snap snap;
+	struct node_elect elect;
 };
 
 /* Role loops: each returns when the role changes (or the node stops). */
@@ -159,7 +230,7 @@ void node_log_end(struct node *n, uint64_t *last_view, uint64_t *last_idx, uint6
  * forgets it (the log was replaced from the leader's copy). */
 void node_set_hint(struct node *n, uint64_t idx, uint64_t pos, uint64_t view);
 
-/* Executes entries exec_idx..UPTO of the local log through replay; returns
+/* Executes entries exec.idx..UPTO of the local log through replay; returns
  * 1 if it made progress.  Entries up to CHECKED were verified whole (CRC)
  * by this node already: only their canary is checked again.  Reports
  * applied positions to the leader (when it is not the leader itself). */
@@ -178,7 +249,7 @@ int node_checkpoint_poll(struct node *n);
 /* snapshot.c.  Start-up: loads the node's recovery point (recovery.h),
  * so execution starts past its entry, and puts its snapshot where the
  * server loads it.  Then, after the role is picked: whether the snapshot
- * and the log rebuild this node's state (n->recoverable; a node that
+ * and the log rebuild this node's state (n->snap.recoverable; a node that
  * cannot never stands for election). */
 void node_snapshot_load(struct node *n);
 void node_snapshot_check(struct node *n);

@@ -376,7 +376,7 @@ static int exec_accept(struct replay *r, const struct entry_hdr *e)
 /* The sessions of the recovery point our server started from. */
 static const struct sessions *point_sessions(struct replay *r)
 {
-	uint64_t at = r->n->seed_idx;
+	uint64_t at = r->n->exec.seed_idx;
 
 	if (!r->sessions || r->sessions_idx != at) {
 		sessions_free(r->sessions);
@@ -412,7 +412,7 @@ static int adopt(struct replay *r, const struct entry_hdr *e, struct rconn **out
 	}
 	pr_info("connection %llu.%llu, open before our snapshot (entry %llu): replaying its "
 		"input on a connection of our own%s", (unsigned long long)e->conn_view,
-		(unsigned long long)e->conn_idx, (unsigned long long)r->n->seed_idx,
+		(unsigned long long)e->conn_idx, (unsigned long long)r->n->exec.seed_idx,
 		(*out)->prelude ? ", given its session first" : "");
 	return 1;
 }
@@ -424,7 +424,7 @@ static int exec_recv(struct replay *r, const struct entry_hdr *e)
 {
 	struct rconn *c = conn_find(r, e->conn_idx);
 
-	if (!c && e->conn_idx <= r->n->seed_idx && !conn_find_any(r, e->conn_idx) &&
+	if (!c && e->conn_idx <= r->n->exec.seed_idx && !conn_find_any(r, e->conn_idx) &&
 	    !adopt(r, e, &c))
 		return 0;
 	if (!c || c->dead || !e->data_sz)
@@ -655,7 +655,7 @@ static int exec_child(struct replay *r, const struct entry_hdr *e)
 	}
 	memcpy(&forked_at, entry_data(e), sizeof(forked_at));
 	return input_child_due(forked_at, e->idx, r->cur_stamp, now_ns() - r->started_ns,
-			       forked_at > r->n->seed_idx);
+			       forked_at > r->n->exec.seed_idx);
 }
 
 /* A child of the leader's server had exited before its next input: ours
@@ -668,7 +668,7 @@ static int exec_child_exit(struct replay *r, const struct entry_hdr *e)
 		return 1;
 	memcpy(&forked_at, entry_data(e), sizeof(forked_at));
 	return input_child_exit_due(forked_at, e->idx, now_ns() - r->started_ns,
-				    forked_at > r->n->seed_idx);
+				    forked_at > r->n->exec.seed_idx);
 }
 
 /* The leader's output marks. */

@@ -72,25 +72,25 @@
 
 static int input_pending(struct node *n)
 {
-	int (*f)(void) = __atomic_load_n(&n->input_pending, __ATOMIC_ACQUIRE);
+	int (*f)(void) = __atomic_load_n(&n->snap.input_pending, __ATOMIC_ACQUIRE);
 
 	return f && f();
 }
 
 static int snap_state(struct node *n)
 {
-	return __atomic_load_n(&n->snap_state, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&n->snap.state, __ATOMIC_ACQUIRE);
 }
 
 static void set_snap_state(struct node *n, int s)
 {
-	__atomic_store_n(&n->snap_state, s, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->snap.state, s, __ATOMIC_RELEASE);
 }
 
 static void publish(struct node *n, const struct recovery_point *rp)
 {
-	__atomic_store_n(&n->snap_idx, rp->index, __ATOMIC_RELEASE);
-	__atomic_store_n(&n->snap_pos, rp->log_pos, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->snap.idx, rp->index, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->snap.pos, rp->log_pos, __ATOMIC_RELEASE);
 	store64(&n->status->snap_idx, rp->index);
 	store64(&n->status->snap_pos, rp->log_pos);
 }
@@ -105,12 +105,12 @@ void node_snapshot_load(struct node *n)
 	if (rc)
 		return;
 	if (n->cfg.snapshot_load_cmd[0])
-		__atomic_store_n(&n->snap_loading, 1, __ATOMIC_RELEASE);
-	n->exec_idx = rp.index + 1;
-	n->exec_pos = rp.log_pos;
-	n->exec_view = rp.view;
-	n->applied = rp.index;
-	n->seed_idx = rp.index;
+		__atomic_store_n(&n->snap.loading, 1, __ATOMIC_RELEASE);
+	n->exec.idx = rp.index + 1;
+	n->exec.pos = rp.log_pos;
+	n->exec.view = rp.view;
+	n->exec.applied = rp.index;
+	n->exec.seed_idx = rp.index;
 	input_random_resume(rp.rand_mark);
 	publish(n, &rp);
 	pr_info("starting from the recovery point: the server loads its snapshot at entry %llu "
@@ -124,7 +124,7 @@ void node_snapshot_reload(struct node *n)
 	struct recovery_point rp;
 
 	if (recovery_load(&n->cfg, n->self, &rp) ||
-	    rp.log_pos <= __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE))
+	    rp.log_pos <= __atomic_load_n(&n->snap.pos, __ATOMIC_ACQUIRE))
 		return;
 	publish(n, &rp);
 	pr_info("the recovery point on disk (entry %llu) is newer than the one this process "
@@ -135,23 +135,23 @@ void node_snapshot_reload(struct node *n)
 void node_snapshot_check(struct node *n)
 {
 	uint64_t hint = __atomic_load_n(&n->ctl->hint.idx, __ATOMIC_RELAXED);
-	uint64_t pos = n->exec_pos;
-	int ok = hint < n->exec_idx || node_entry_at(n, &pos, n->exec_idx);
+	uint64_t pos = n->exec.pos;
+	int ok = hint < n->exec.idx || node_entry_at(n, &pos, n->exec.idx);
 
-	__atomic_store_n(&n->recoverable, ok, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->snap.recoverable, ok, __ATOMIC_RELEASE);
 	n->status->recoverable = (uint32_t)ok;
 	if (!ok)
 		pr_err("this node cannot rebuild its server's state: its log holds entries up to %llu "
 		       "but no longer entry %llu, the first its server has not executed (its state "
 		       "is at entry %llu); it will not stand for election (rebuild it from a peer: "
 		       "apus rebuild --node %d)",
-		       (unsigned long long)hint, (unsigned long long)n->exec_idx,
-		       (unsigned long long)n->exec_idx - 1, n->self);
+		       (unsigned long long)hint, (unsigned long long)n->exec.idx,
+		       (unsigned long long)n->exec.idx - 1, n->self);
 }
 
 static int loading(struct node *n)
 {
-	return __atomic_load_n(&n->snap_loading, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&n->snap.loading, __ATOMIC_ACQUIRE);
 }
 
 int node_snapshot_holds(struct node *n)
@@ -163,7 +163,7 @@ int node_snapshot_holds(struct node *n)
 
 int node_snapshot_loading(struct node *n)
 {
-	return loading(n) && !__atomic_load_n(&n->snap_load_failures, __ATOMIC_ACQUIRE);
+	return loading(n) && !__atomic_load_n(&n->snap.load_failures, __ATOMIC_ACQUIRE);
 }
 
 /* A checkpoint waits too while the recovery point is loaded: an image of
@@ -188,15 +188,15 @@ static int mid_request_refused(struct node *n, const char *which, uint64_t idx)
 		return 0;
 
 	/* (In a row: the last refusal a moment ago.) */
-	if (!n->snap_mid_since_ns || now - n->snap_mid_last_ns > MID_REQUEST_RUN_NS)
-		n->snap_mid_since_ns = now;
-	n->snap_mid_last_ns = now;
-	if (now - n->snap_mid_since_ns < MID_REQUEST_GIVE_UP_NS)
+	if (!n->snap.mid_since_ns || now - n->snap.mid_last_ns > MID_REQUEST_RUN_NS)
+		n->snap.mid_since_ns = now;
+	n->snap.mid_last_ns = now;
+	if (now - n->snap.mid_since_ns < MID_REQUEST_GIVE_UP_NS)
 		return 1;
 	pr_warn("a recovery point at entry %llu although %s: refused for %llu s in a row; a "
 		"restart from it loses such a request", (unsigned long long)idx, which,
 		(unsigned long long)(MID_REQUEST_GIVE_UP_NS / 1000000000ULL));
-	n->snap_mid_since_ns = 0;
+	n->snap.mid_since_ns = 0;
 	return 0;
 }
 
@@ -212,22 +212,22 @@ static const char *mid_conns(char *buf, size_t len, int mid, struct viewstamp vs
  * A snapshot holds its data, not its buffers, so a request it has read
  * only the first part of would be lost on a node restarting from there
  * (the rest replayed alone).  It is given ANSWER_WAIT_NS, then the point
- * is refused (snap_mid_conns).  0: wait on.  Role thread. */
+ * is refused (snap.mid_conns).  0: wait on.  Role thread. */
 static int hold_answered(struct node *n)
 {
 	struct viewstamp vs = { 0, 0 };
-	int mid = replay_mid_requests(n->replay, &vs);
+	int mid = replay_mid_requests(n->exec.replay, &vs);
 
-	n->snap_mid_conns = 0;
+	n->snap.mid_conns = 0;
 	if (!mid)
 		return 1;
-	if (now_ns() - n->snap_drained_ns < ANSWER_WAIT_NS)
+	if (now_ns() - n->snap.drained_ns < ANSWER_WAIT_NS)
 		return 0;
 	char which[128];
 
-	if (mid_request_refused(n, mid_conns(which, sizeof(which), mid, vs), n->snap_cap_idx)) {
-		n->snap_mid_conns = mid;
-		n->snap_mid_vs = vs;
+	if (mid_request_refused(n, mid_conns(which, sizeof(which), mid, vs), n->snap.cap_idx)) {
+		n->snap.mid_conns = mid;
+		n->snap.mid_vs = vs;
 	}
 	return 1;
 }
@@ -235,43 +235,43 @@ static int hold_answered(struct node *n)
 void node_snapshot_poll(struct node *n)
 {
 	if (snap_state(n) != SNAP_HOLD) {
-		n->snap_hold_ns = 0;	/* a hold the snapshot thread gave up on */
-		n->snap_drained_ns = 0;
+		n->snap.hold_ns = 0;	/* a hold the snapshot thread gave up on */
+		n->snap.drained_ns = 0;
 		return;
 	}
-	if (node_role(n) != ROLE_BACKUP || n->ckpt_hold) {
+	if (node_role(n) != ROLE_BACKUP || n->ckpt.hold) {
 		set_snap_state(n, SNAP_FAILED);
 		return;
 	}
-	if (!n->snap_hold_ns)
-		n->snap_hold_ns = now_ns();
+	if (!n->snap.hold_ns)
+		n->snap.hold_ns = now_ns();
 	/* The server must have taken every turn sent to it: then it holds
-	 * exactly the entries up to exec_idx - 1. */
-	if (replay_maintain(n->replay)) {
-		if (now_ns() - n->snap_hold_ns > DRAIN_MAX_NS) {
-			n->snap_hold_ns = 0;
+	 * exactly the entries up to exec.idx - 1. */
+	if (replay_maintain(n->exec.replay)) {
+		if (now_ns() - n->snap.hold_ns > DRAIN_MAX_NS) {
+			n->snap.hold_ns = 0;
 			set_snap_state(n, SNAP_FAILED);
 		}
 		return;
 	}
-	n->snap_cap_idx = n->exec_idx - 1;
-	if (!n->snap_drained_ns)
-		n->snap_drained_ns = now_ns();
+	n->snap.cap_idx = n->exec.idx - 1;
+	if (!n->snap.drained_ns)
+		n->snap.drained_ns = now_ns();
 	if (!hold_answered(n))
 		return;
-	n->snap_hold_ns = 0;
-	n->snap_drained_ns = 0;
+	n->snap.hold_ns = 0;
+	n->snap.drained_ns = 0;
 	/* snapshot_connections = none: no point where a client is connected
-	 * (take() zeroed snap_open_conns before it asked). */
+	 * (take() zeroed snap.open_conns before it asked). */
 	if (n->cfg.snapshot_connections == SNAPSHOT_CONNECTIONS_NONE)
-		n->snap_open_conns = replay_open_conns(n->replay);
-	if (n->snap_open_conns || n->snap_mid_conns) {
+		n->snap.open_conns = replay_open_conns(n->exec.replay);
+	if (n->snap.open_conns || n->snap.mid_conns) {
 		set_snap_state(n, SNAP_FAILED);
 		return;
 	}
-	n->snap_cap_pos = n->exec_pos;
-	n->snap_cap_view = n->exec_view;
-	__atomic_store_n(&n->snap_forks, 0, __ATOMIC_RELAXED);
+	n->snap.cap_pos = n->exec.pos;
+	n->snap.cap_view = n->exec.view;
+	__atomic_store_n(&n->snap.forks, 0, __ATOMIC_RELAXED);
 	set_snap_state(n, SNAP_HELD);	/* pairs with the acquire in wait_state() */
 }
 
@@ -286,22 +286,22 @@ int node_snapshot_fork(struct node *n)
 
 	/* A guard holds us for a snapshot of its own (apus rebuild): its
 	 * command, on the admin socket, makes this fork; not the server's. */
-	if (__atomic_load_n(&n->ckpt_hold, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&n->ckpt.hold, __ATOMIC_ACQUIRE))
 		return 1;
 	if (s != SNAP_HELD && s != SNAP_ARMED && s != SNAP_FORKED)
 		return 0;
-	__atomic_add_fetch(&n->snap_forks, 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&n->snap.forks, 1, __ATOMIC_ACQ_REL);
 	/* The server's thread, at the state the snapshot holds. */
 	if (s != SNAP_FORKED)
-		n->snap_cap_rand = input_random_mark();
+		n->snap.cap_rand = input_random_mark();
 	if (s == SNAP_ARMED) {
 		/* On the server's thread, inside its snapshot command: every
 		 * entry logged so far was read, unless read-ahead bytes wait. */
-		pthread_mutex_lock(&n->lock);
-		n->snap_cap_idx = input_pending(n) ? 0 : n->last_idx;
-		n->snap_cap_pos = n->tail;
-		n->snap_cap_view = n->view;
-		pthread_mutex_unlock(&n->lock);
+		pthread_mutex_lock(&n->lead.lock);
+		n->snap.cap_idx = input_pending(n) ? 0 : n->lead.last_idx;
+		n->snap.cap_pos = n->lead.tail;
+		n->snap.cap_view = n->view;
+		pthread_mutex_unlock(&n->lead.lock);
 	}
 	if (s != SNAP_FORKED)
 		set_snap_state(n, SNAP_FORKED);
@@ -318,7 +318,7 @@ uint64_t node_snapshot_floor(struct node *n)
 	/* The voters': a majority of them is what can come back. */
 	for (int k = 0; k < n->cfg.nnodes; k++)
 		if (node_votes(n, k))
-			pos[cnt++] = k == n->self ? __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE)
+			pos[cnt++] = k == n->self ? __atomic_load_n(&n->snap.pos, __ATOMIC_ACQUIRE)
 						  : load64(&n->ctl->peer[k].snap_pos);
 	if (cnt < quorum)
 		return 0;
@@ -385,7 +385,7 @@ static int run_cmd(struct node *n, const char *cmd_t, const char *what)
 	/* app_reset_cmd of a node that starts from a recovery point: its
 	 * snapshot_file, in place (node_snapshot_load ran first). */
 	at = strlen(point);
-	if (cmd_t == n->cfg.app_reset_cmd && n->seed_idx && n->cfg.snapshot_file[0] &&
+	if (cmd_t == n->cfg.app_reset_cmd && n->exec.seed_idx && n->cfg.snapshot_file[0] &&
 	    !config_node_path(&n->cfg, n->self, n->cfg.snapshot_file, point + at,
 			      sizeof(point) - at))
 		extra[2] = point;
@@ -481,7 +481,7 @@ static int wait_committed(struct node *n, uint64_t idx)
  * with WHY, unless refusals gave up (mid_request_refused). */
 static int leader_point_cut(struct node *n, char *why, size_t whylen)
 {
-	int (*f)(struct viewstamp *) = __atomic_load_n(&n->point_cut, __ATOMIC_ACQUIRE);
+	int (*f)(struct viewstamp *) = __atomic_load_n(&n->snap.point_cut, __ATOMIC_ACQUIRE);
 	struct viewstamp vs = { 0, 0 };
 	int cut = f ? f(&vs) : 0;
 
@@ -489,12 +489,12 @@ static int leader_point_cut(struct node *n, char *why, size_t whylen)
 		return 0;
 	char which[128];
 
-	if (!mid_request_refused(n, mid_conns(which, sizeof(which), cut, vs), n->snap_cap_idx))
+	if (!mid_request_refused(n, mid_conns(which, sizeof(which), cut, vs), n->snap.cap_idx))
 		return 0;
 	snprintf(why, whylen, "%d client connection%s read in part at the fork, at entry %llu "
 		 "(connection %llu.%llu): a recovery point there would cut it", cut,
 		 cut == 1 ? " had its request" : "s had their requests",
-		 (unsigned long long)n->snap_cap_idx, (unsigned long long)vs.view,
+		 (unsigned long long)n->snap.cap_idx, (unsigned long long)vs.view,
 		 (unsigned long long)vs.idx);
 	return 1;
 }
@@ -508,7 +508,7 @@ static int pause_leader(struct node *n, char *why, size_t whylen)
 		snprintf(why, whylen, "the leader is not serving yet");
 		return -1;
 	}
-	__atomic_store_n(&n->snap_forks, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&n->snap.forks, 0, __ATOMIC_RELAXED);
 	set_snap_state(n, SNAP_ARMED);	/* read-ahead pauses */
 	for (uint64_t t0 = now_ns(); input_pending(n);) {
 		if (now_ns() - t0 > DRAIN_MAX_NS) {
@@ -529,29 +529,29 @@ static int hold_backup(struct node *n, char *why, size_t whylen)
 {
 	int s;
 
-	n->snap_open_conns = 0;	/* the role thread's answers, before it holds */
-	n->snap_mid_conns = 0;
+	n->snap.open_conns = 0;	/* the role thread's answers, before it holds */
+	n->snap.mid_conns = 0;
 	set_snap_state(n, SNAP_HOLD);
 	n->ops->ring(n->tp, n->self);
 	s = wait_state(n, SNAP_HOLD, HOLD_WAIT_NS);
-	if (s != SNAP_HELD && n->snap_mid_conns) {
+	if (s != SNAP_HELD && n->snap.mid_conns) {
 		set_snap_state(n, SNAP_IDLE);
 		snprintf(why, whylen, "%d client connection%s input unanswered at entry %llu "
 			 "(connection %llu.%llu): a recovery point there would cut a request "
-			 "read in part", n->snap_mid_conns,
-			 n->snap_mid_conns == 1 ? " had its" : "s had their",
-			 (unsigned long long)n->snap_cap_idx,
-			 (unsigned long long)n->snap_mid_vs.view,
-			 (unsigned long long)n->snap_mid_vs.idx);
+			 "read in part", n->snap.mid_conns,
+			 n->snap.mid_conns == 1 ? " had its" : "s had their",
+			 (unsigned long long)n->snap.cap_idx,
+			 (unsigned long long)n->snap.mid_vs.view,
+			 (unsigned long long)n->snap.mid_vs.idx);
 		return SNAP_TRY_SOON;
 	}
-	if (s != SNAP_HELD && n->snap_open_conns) {
+	if (s != SNAP_HELD && n->snap.open_conns) {
 		set_snap_state(n, SNAP_IDLE);
 		snprintf(why, whylen, "%d client connection%s open at entry %llu: a recovery "
 			 "point there would lose %s session (snapshot_connections = none)",
-			 n->snap_open_conns, n->snap_open_conns == 1 ? " was" : "s were",
-			 (unsigned long long)n->snap_cap_idx,
-			 n->snap_open_conns == 1 ? "its" : "their");
+			 n->snap.open_conns, n->snap.open_conns == 1 ? " was" : "s were",
+			 (unsigned long long)n->snap.cap_idx,
+			 n->snap.open_conns == 1 ? "its" : "their");
 		return SNAP_TRY_SOON;
 	}
 	if (s != SNAP_HELD) {
@@ -611,7 +611,8 @@ static int keep_point(struct node *n, const char *path, struct recovery_point *r
 		      char *why, size_t whylen)
 {
 	int rc = sessions_keep(&n->cfg, n->self, rp->index,
-			       forks == 1 ? __atomic_load_n(&n->point_conn, __ATOMIC_ACQUIRE) : NULL);
+			       forks == 1 ? __atomic_load_n(&n->snap.point_conn, __ATOMIC_ACQUIRE)
+					  : NULL);
 	if (rc < 0) {
 		snprintf(why, whylen, "cannot keep the clients' sessions: %s", strerror(-rc));
 		return -1;
@@ -638,7 +639,7 @@ static int take(struct node *n, char *why, size_t whylen)
 	struct stat st;
 	int s, status, rc;
 
-	n->snap_cap_rand = UINT64_MAX;	/* unknown unless the server forks */
+	n->snap.cap_rand = UINT64_MAX;	/* unknown unless the server forks */
 	rc = leader ? pause_leader(n, why, whylen) : hold_backup(n, why, whylen);
 	if (rc)
 		return rc;
@@ -646,9 +647,9 @@ static int take(struct node *n, char *why, size_t whylen)
 	status = run_cmd(n, n->cfg.snapshot_cmd, "snapshot_cmd");
 	s = snap_state(n);
 	set_snap_state(n, SNAP_IDLE);	/* execution and read-ahead go on */
-	struct recovery_point rp = { n->snap_cap_idx, n->snap_cap_pos, n->snap_cap_view, 0,
-				     n->snap_cap_rand };
-	int forks = __atomic_load_n(&n->snap_forks, __ATOMIC_ACQUIRE);
+	struct recovery_point rp = { n->snap.cap_idx, n->snap.cap_pos, n->snap.cap_view, 0,
+				     n->snap.cap_rand };
+	int forks = __atomic_load_n(&n->snap.forks, __ATOMIC_ACQUIRE);
 	rc = point_holds(n, leader, status, s, forks, &rp, why, whylen);
 	if (rc)
 		return rc;
@@ -685,26 +686,26 @@ static int requested(struct node *n)
 static int due(struct node *n, uint64_t last_ns)
 {
 	int leader = node_role(n) == ROLE_LEADER;
-	uint64_t end, top, snap = __atomic_load_n(&n->snap_pos, __ATOMIC_ACQUIRE);
+	uint64_t end, top, snap = __atomic_load_n(&n->snap.pos, __ATOMIC_ACQUIRE);
 
 	if (leader) {
 		if (!node_serving(n) || !n->cfg.snapshot_leader)
 			return 0;
-		end = __atomic_load_n(&n->tail, __ATOMIC_ACQUIRE);
+		end = __atomic_load_n(&n->lead.tail, __ATOMIC_ACQUIRE);
 		top = __atomic_load_n(&n->commit, __ATOMIC_ACQUIRE);
 	} else {
-		if (node_role(n) != ROLE_BACKUP || !n->status->synced || n->ckpt_hold)
+		if (node_role(n) != ROLE_BACKUP || !n->status->synced || n->ckpt.hold)
 			return 0;
-		end = __atomic_load_n(&n->exec_pos, __ATOMIC_RELAXED);
-		top = __atomic_load_n(&n->applied, __ATOMIC_RELAXED);
+		end = __atomic_load_n(&n->exec.pos, __ATOMIC_RELAXED);
+		top = __atomic_load_n(&n->exec.applied, __ATOMIC_RELAXED);
 	}
 	if (requested(n))
-		n->snap_asked = 1;
-	if (top <= __atomic_load_n(&n->snap_idx, __ATOMIC_ACQUIRE)) {
-		n->snap_asked = 0;	/* the point there is as new as it gets */
+		n->snap.asked = 1;
+	if (top <= __atomic_load_n(&n->snap.idx, __ATOMIC_ACQUIRE)) {
+		n->snap.asked = 0;	/* the point there is as new as it gets */
 		return 0;
 	}
-	if (n->snap_asked)
+	if (n->snap.asked)
 		return 1;
 	if (end >= snap && end - snap >= n->cfg.snapshot_log_bytes)
 		return 1;
@@ -743,7 +744,7 @@ static int snapshot_file_id(struct node *n, struct stat *st)
  * still that one once the command ended. */
 static void load(struct node *n)
 {
-	uint64_t retry_ns = RETRY_MIN_NS, idx = __atomic_load_n(&n->snap_idx, __ATOMIC_ACQUIRE);
+	uint64_t retry_ns = RETRY_MIN_NS, idx = __atomic_load_n(&n->snap.idx, __ATOMIC_ACQUIRE);
 	char why[256];
 
 	while (!stopping(n)) {
@@ -765,7 +766,7 @@ static void load(struct node *n)
 				(unsigned long long)idx, (unsigned long long)(now_ns() - t0) / 1000000,
 				(unsigned long long)idx + 1);
 			n->status->snap_error[0] = '\0';
-			__atomic_store_n(&n->snap_loading, 0, __ATOMIC_RELEASE);
+			__atomic_store_n(&n->snap.loading, 0, __ATOMIC_RELEASE);
 			return;
 		}
 		if (replaced)
@@ -777,7 +778,7 @@ static void load(struct node *n)
 				 "not hold its recovery point (entry %llu) yet, so it executes nothing",
 				 status, (unsigned long long)idx);
 		set_error(n, why);
-		__atomic_add_fetch(&n->snap_load_failures, 1, __ATOMIC_ACQ_REL);
+		__atomic_add_fetch(&n->snap.load_failures, 1, __ATOMIC_ACQ_REL);
 		pr_warn("%s; trying again in %llu s", why,
 			(unsigned long long)(retry_ns / 1000000000ULL));
 		for (uint64_t until = now_ns() + retry_ns; now_ns() < until && !stopping(n);)
@@ -818,7 +819,7 @@ static void *snap_main(void *arg)
 		if (rc) {
 			/* For apus status: why this node has no newer recovery point. */
 			set_error(n, why);
-			n->snap_asked = 0;
+			n->snap.asked = 0;
 			if (!n->status->snap_failures++ || retry_ns >= RETRY_MAX_NS)
 				pr_warn("snapshot failed (%s); trying again in %llu s", why,
 					(unsigned long long)(retry_ns / 1000000000ULL));
@@ -828,8 +829,8 @@ static void *snap_main(void *arg)
 		}
 		last_ns = now_ns();
 		retry_ns = RETRY_MIN_NS;
-		n->snap_mid_since_ns = 0;
-		n->snap_asked = 0;
+		n->snap.mid_since_ns = 0;
+		n->snap.asked = 0;
 		n->status->snap_failures = 0;
 		n->status->snap_error[0] = '\0';
 		n->status->snap_count++;
@@ -842,9 +843,9 @@ int node_snapshot_start(struct node *n)
 {
 	if (!n->cfg.snapshot_cmd[0])
 		return 0;
-	if (pthread_create(&n->snap_thread, NULL, snap_main, n))
+	if (pthread_create(&n->threads.snap, NULL, snap_main, n))
 		return -1;
-	n->snap_started = 1;
+	n->threads.snap_started = 1;
 	return 0;
 }
 
@@ -861,9 +862,10 @@ int node_app_reset(struct node *n, char *err, size_t errlen)
 			 "one the log starts from", status);
 		return -1;
 	}
-	if (n->seed_idx)
+	if (n->exec.seed_idx)
 		pr_info("app_reset_cmd put back the recovery point's state (entry %llu) in %llu ms",
-			(unsigned long long)n->seed_idx, (unsigned long long)(now_ns() - t0) / 1000000);
+			(unsigned long long)n->exec.seed_idx,
+			(unsigned long long)(now_ns() - t0) / 1000000);
 	else
 		pr_info("app_reset_cmd put back the server's initial state in %llu ms",
 			(unsigned long long)(now_ns() - t0) / 1000000);

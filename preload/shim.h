@@ -112,7 +112,7 @@ void point_conns_fork(void);
 int point_conns_at_fork(int fd, struct viewstamp *vs);
 
 /* Leader (readahead.c): whether it reads ahead now; its epoll_wait();
- * whether bytes read ahead wait for the server (node.input_pending). */
+ * whether bytes read ahead wait for the server (node.snap.input_pending). */
 int readahead_active(void);
 int readahead_pending(void);
 int readahead_wait(int epfd, struct epoll_event *ev, int max, int timeout,

@@ -106,9 +106,9 @@ static void node_open(int k)
 	n->self = k;
 	n->ops = &spy_ops;
 	n->log_size = cfg.log_size;
-	n->exec_idx = 1;
+	n->exec.idx = 1;
 	n->wal.fd = -1;
-	pthread_mutex_init(&n->lock, NULL);
+	pthread_mutex_init(&n->lead.lock, NULL);
 	CHECK((rc = region_create(&n->cfg, k, &base, &n->region_fd, &origin)) == 0, "region %d: %d",
 	      k, rc);
 	n->region = base;
@@ -238,8 +238,8 @@ static void vote_rules(void)
 	s = vote_of(0, 1);
 	CHECK(!s.granted && s.seen >= 2, "refusal: granted %llu seen %llu",
 	      (unsigned long long)s.granted, (unsigned long long)s.seen);
-	CHECK(N[1]->max_seen == 3, "refused view 3 not remembered (max_seen %llu)",
-	      (unsigned long long)N[1]->max_seen);
+	CHECK(N[1]->elect.max_seen == 3, "refused view 3 not remembered (max_seen %llu)",
+	      (unsigned long long)N[1]->elect.max_seen);
 	CHECK(same_durable(&N[1]->ctl->dur, &d0), "a refusal changed the durable words");
 
 	/* An older last view, however long: refused. */
@@ -289,7 +289,7 @@ static void vote_rules(void)
 	request(0, 1, 9, 9, 0, 7);
 	CHECK(election_answer(N[1], 0) == 0, "voted while its leader is alive");
 	CHECK(!vote_of(0, 1).granted && same_durable(&N[1]->ctl->dur, &d0), "refusal");
-	CHECK(N[1]->max_seen == 7, "view 7 not remembered");
+	CHECK(N[1]->elect.max_seen == 7, "view 7 not remembered");
 }
 
 /* --- Pre-vote answers: what a vote would be, nothing more --- */
@@ -304,8 +304,8 @@ static void prevote_answers(void)
 	log_fill(1, vlog, 3);
 	d0 = N[1]->ctl->dur;
 	w0 = wal_durable(1);
-	answered0 = N[1]->answered[0];
-	seen0 = N[1]->max_seen;	/* 7 */
+	answered0 = N[1]->elect.answered[0];
+	seen0 = N[1]->elect.max_seen;	/* 7 */
 	view0 = N[1]->view;
 
 	request(0, 1, 2, 3, 0x1001, 8);
@@ -342,7 +342,8 @@ static void prevote_answers(void)
 	CHECK(same_durable(&N[1]->ctl->dur, &d0), "a pre-vote changed the durable words");
 	struct durable w1 = wal_durable(1);
 	CHECK(same_durable(&w1, &w0), "a pre-vote changed apus.wal");
-	CHECK(N[1]->answered[0] == answered0 && N[1]->max_seen == seen0 && N[1]->view == view0,
+	CHECK(N[1]->elect.answered[0] == answered0 && N[1]->elect.max_seen == seen0 &&
+		      N[1]->view == view0,
 	      "a pre-vote changed what the voter knows");
 }
 
@@ -446,12 +447,12 @@ static void all_durable(struct all_durable *a)
 }
 
 /* A failed pre-vote: nobody's durable words change, the candidate does
- * not become one and counts no lost election; returns its max_seen. */
+ * not become one and counts no lost election; returns its elect.max_seen. */
 static uint64_t no_stand(int may1, int may2, const char *why)
 {
 	struct all_durable before, after;
 	uint64_t lost = N[0]->status->elections_lost, view = N[0]->view;
-	uint64_t answered[NN] = { 0, N[1]->answered[0], N[2]->answered[0] };
+	uint64_t answered[NN] = { 0, N[1]->elect.answered[0], N[2]->elect.answered[0] };
 
 	all_durable(&before);
 	CHECK(stand(may1, may2) == 0, "stood although %s", why);
@@ -462,14 +463,14 @@ static uint64_t no_stand(int may1, int may2, const char *why)
 		CHECK(same_durable(&before.wal[k], &after.wal[k]), "%s: node %d's apus.wal changed", why,
 		      k);
 		if (k)
-			CHECK(N[k]->answered[0] == answered[k], "%s: node %d answered a real request",
-			      why, k);
+			CHECK(N[k]->elect.answered[0] == answered[k],
+			      "%s: node %d answered a real request", why, k);
 	}
 	CHECK(node_role(N[0]) == ROLE_BACKUP && N[0]->view == view, "%s: role %d view %llu", why,
 	      node_role(N[0]), (unsigned long long)N[0]->view);
 	CHECK(N[0]->status->elections_lost == lost, "%s: a pre-vote counted as a lost election",
 	      why);
-	return N[0]->max_seen;
+	return N[0]->elect.max_seen;
 }
 
 static void standing(void)

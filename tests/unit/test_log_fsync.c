@@ -37,7 +37,7 @@ int main(void)
 		snprintf(path, sizeof(path), "%s/n%d/apus.wal", c.dir, node);
 		int fd = open(path, O_RDONLY);
 		CHECK(fd >= 0, "open %s", path);
-		twonode_walk(node ? c.backup : c.leader, 0, c.leader->tail, same_in_file, &fd);
+		twonode_walk(node ? c.backup : c.leader, 0, c.leader->lead.tail, same_in_file, &fd);
 		close(fd);
 	}
 	twonode_cleanup(&c);

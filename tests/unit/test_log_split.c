@@ -31,15 +31,16 @@ int main(void)
 	srand(5);
 	for (size_t i = 0; i < sizeof(big); i++)
 		big[i] = (char)rand();
-	uint64_t before = c.leader->tail, first = c.leader->last_idx + 1;
+	uint64_t before = c.leader->lead.tail, first = c.leader->lead.last_idx + 1;
 	CHECK(node_propose(c.leader, ENTRY_RECV, 0, (struct viewstamp){ 0, 77 }, iov, 2, sizeof(big), NULL) == 0,
 	      "propose");
 	struct gather g = { back, 0, 0, 16 << 10 };
 	/* Read the backup's copy: it must hold the same split. */
-	twonode_walk(c.backup, before, c.leader->tail, collect, &g);
+	twonode_walk(c.backup, before, c.leader->lead.tail, collect, &g);
 	CHECK(g.entries == (int)((sizeof(big) + (16 << 10) - 1) / (16 << 10)), "%d entries", g.entries);
 	CHECK(g.len == sizeof(big) && !memcmp(back, big, sizeof(big)), "data differs after the split");
-	CHECK(c.leader->last_idx == first + (uint64_t)g.entries - 1, "indexes not consecutive");
+	CHECK(c.leader->lead.last_idx == first + (uint64_t)g.entries - 1,
+	      "indexes not consecutive");
 	twonode_settle(&c);
 	twonode_cleanup(&c);
 	return 0;

@@ -16,7 +16,7 @@ static uint64_t tear_entry(struct twonode *c, uint64_t idx, const char *data, ui
 	struct iovec iov = { (void *)data, len };
 	struct entry_meta m = { .idx = idx, .view = c->leader->view, .committed = idx,
 				.conn = { 0, 1u << 30 }, .type = ENTRY_RECV, .node = 0 };
-	uint64_t pos = __atomic_load_n(&c->leader->tail, __ATOMIC_ACQUIRE);
+	uint64_t pos = __atomic_load_n(&c->leader->lead.tail, __ATOMIC_ACQUIRE);
 	size_t l = entry_write(buf, &m, &iov, 1, 0, len);
 
 	CHECK(log_pos_marker_fits(c->leader->log_size, pos) &&
@@ -43,14 +43,14 @@ int main(void)
 		CHECK(node_propose(c.leader, ENTRY_RECV, 0, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
 				   sizeof(data), NULL) == 0, "propose %d", i);
 	twonode_settle(&c);
-	uint64_t last = c.leader->last_idx;
+	uint64_t last = c.leader->lead.last_idx;
 
 	memset(data, 't', sizeof(data));
 	pos = tear_entry(&c, last + 1, data, sizeof(data));
 	usleep(300 * 1000);	/* many heartbeats and agree passes */
-	CHECK(__atomic_load_n(&c.backup->applied, __ATOMIC_ACQUIRE) == last,
-	      "backup applied %llu with a torn entry %llu", (unsigned long long)c.backup->applied,
-	      (unsigned long long)last + 1);
+	CHECK(__atomic_load_n(&c.backup->exec.applied, __ATOMIC_ACQUIRE) == last,
+	      "backup applied %llu with a torn entry %llu",
+	      (unsigned long long)c.backup->exec.applied, (unsigned long long)last + 1);
 	CHECK(load64(&c.leader->ctl->peer[1].acked) == last, "the torn entry was acked");
 	uint64_t at = pos;
 	CHECK(!node_entry_at(c.backup, &at, last + 1), "the torn entry reads as an entry");
@@ -61,13 +61,13 @@ int main(void)
 
 	/* The real entry of that index lands over it and is applied whole. */
 	memset(data, 'r', sizeof(data));
-	before = c.leader->tail;
+	before = c.leader->lead.tail;
 	CHECK(node_propose(c.leader, ENTRY_RECV, 0, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
 			   sizeof(data), NULL) == 0, "propose over the torn entry");
 	CHECK(before == pos, "the next entry is not where the torn one was");
 	twonode_settle(&c);
 	cmp = (struct twonode_cmp){ c.backup, 0 };
-	twonode_walk(c.leader, pos, c.leader->tail, twonode_same_on_backup, &cmp);
+	twonode_walk(c.leader, pos, c.leader->lead.tail, twonode_same_on_backup, &cmp);
 	at = pos;
 	const struct entry_hdr *e = node_entry_at(c.backup, &at, last + 1);
 	CHECK(e && ((const char *)entry_data(e))[0] == 'r' &&

@@ -64,7 +64,7 @@ int main(void)
 		CHECK(!memcmp(&((struct region_ctl *)base)->dur, &n->ctl->dur, sizeof(n->ctl->dur)),
 		      "node %d: durable words differ", node);
 		/* Every entry of the log's current lap is in it. */
-		uint64_t tail = c.leader->tail;
+		uint64_t tail = c.leader->lead.tail;
 		CHECK(tail > n->log_size, "the log never wrapped");
 		twonode_walk(n, tail - tail % n->log_size, tail, same_in_region, base);
 		munmap(base, region_size_for(n->log_size));

@@ -85,12 +85,13 @@ static inline void twonode_start(struct twonode *c, const char *log_size, const 
 /* Waits until the backup applied everything the leader proposed. */
 static inline void twonode_settle(struct twonode *c)
 {
-	for (int i = 0; i < 10000 && __atomic_load_n(&c->backup->applied, __ATOMIC_ACQUIRE) <
-					       c->leader->last_idx; i++)
+	for (int i = 0; i < 10000 && __atomic_load_n(&c->backup->exec.applied, __ATOMIC_ACQUIRE) <
+					       c->leader->lead.last_idx; i++)
 		usleep(1000);
-	CHECK(__atomic_load_n(&c->backup->applied, __ATOMIC_ACQUIRE) == c->leader->last_idx,
-	      "backup applied %llu of %llu",
-	      (unsigned long long)c->backup->applied, (unsigned long long)c->leader->last_idx);
+	CHECK(__atomic_load_n(&c->backup->exec.applied, __ATOMIC_ACQUIRE) ==
+		      c->leader->lead.last_idx,
+	      "backup applied %llu of %llu", (unsigned long long)c->backup->exec.applied,
+	      (unsigned long long)c->leader->lead.last_idx);
 }
 
 /* Stopped nodes: node_stop leaves a node's memory and mappings (a
@@ -173,14 +174,15 @@ static inline void twonode_wrap(struct twonode *c, int entries)
 	for (int i = 0; i < entries; i++) {
 		size_t len = (size_t)rand() % 3000 + 1;
 		struct iovec iov = { buf + rand() % 1000, len };
-		uint64_t before = c->leader->tail;
+		uint64_t before = c->leader->lead.tail;
 
 		CHECK(node_propose(c->leader, ENTRY_RECV, 0, (struct viewstamp){ 0, 1u << 30 }, &iov, 1,
 				   len, NULL) == 0, "propose %d", i);
-		twonode_walk(c->leader, before, c->leader->tail, twonode_same_on_backup, &cmp);
+		twonode_walk(c->leader, before, c->leader->lead.tail, twonode_same_on_backup, &cmp);
 	}
-	CHECK(c->leader->tail > 20 * c->leader->log_size,
-	      "only %llu bytes: the log did not wrap enough", (unsigned long long)c->leader->tail);
+	CHECK(c->leader->lead.tail > 20 * c->leader->log_size,
+	      "only %llu bytes: the log did not wrap enough",
+	      (unsigned long long)c->leader->lead.tail);
 	CHECK(cmp.compared == entries, "compared %d of %d", cmp.compared, entries);
 	twonode_settle(c);
 }
