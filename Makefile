@@ -27,8 +27,10 @@ CFLAGS ?= -O2 -g
 PREFIX ?= /usr/local
 BUILD ?= build
 
+# -I.: every object includes the project's headers by their path from the
+# root ("common/sys.h", "coordinator/storage/wal.h").
 override CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
-	-fPIC -fvisibility=hidden -D_GNU_SOURCE -pthread
+	-fPIC -fvisibility=hidden -D_GNU_SOURCE -pthread -I.
 override LDFLAGS += -pthread
 # libcrypto: peer admission (HMAC-SHA256); verbs + rdma_cm: the rdma transport.
 CORE_LIBS := -Wl,--as-needed -lcrypto -libverbs -lrdmacm -Wl,--no-as-needed
@@ -45,7 +47,9 @@ else
 Q := @
 endif
 
-CORE_SRC := $(wildcard coordinator/*.c checker/*.c)
+# The layers (ARCHITECTURE.md, tests/bats/layers.bats): common/ below all,
+# checker/ on common/, the coordinator's four folders above them.
+CORE_SRC := $(wildcard common/*.c checker/*.c coordinator/*/*.c)
 SHIM_SRC := $(wildcard preload/*.c)
 CLI_SRC := $(wildcard guard/*.c)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -97,7 +101,7 @@ $(CLI): $(CLI_OBJ) $(LIBCORE)
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIBCORE) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $@ $< $(UNIT_OBJ) $(LIBCORE) $(CORE_LIBS) -ldl
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(UNIT_OBJ) $(LIBCORE) $(CORE_LIBS) -ldl
 
 # Unit tests of the shim's parts that are free of interposed calls link
 # just those objects.
@@ -113,7 +117,7 @@ $(BUILD)/tests/unit/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/f
 		$(FUZZ_GUARD_SRC:%.c=$(BUILD)/obj/%.o) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(CFLAGS) -I. -DFUZZ_TARGET='"$*"' $(LDFLAGS) -o $@ $< tests/fuzz/replay.c \
+	$(Q)$(CC) $(CFLAGS) -DFUZZ_TARGET='"$*"' $(LDFLAGS) -o $@ $< tests/fuzz/replay.c \
 		$(FUZZ_GUARD_SRC:%.c=$(BUILD)/obj/%.o) $(LIBCORE) $(CORE_LIBS) -ldl
 
 $(FIXTURE): tests/unit/fixture/fixture.c
@@ -183,7 +187,7 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_LIB)
 # Rewrites the seed corpora that the real encoders make (tests/fuzz/seeds.c).
 fuzz-seeds: $(FUZZ_GUARD_SRC:%.c=$(BUILD)/obj/%.o) $(LIBCORE)
 	@mkdir -p $(BUILD)/tests/fuzz
-	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $(BUILD)/tests/fuzz/seeds tests/fuzz/seeds.c $^ $(CORE_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $(BUILD)/tests/fuzz/seeds tests/fuzz/seeds.c $^ $(CORE_LIBS)
 	$(Q)$(BUILD)/tests/fuzz/seeds
 
 fuzz-check:
@@ -285,12 +289,12 @@ clean:
 .PHONY: all unit test test-full test-asan demo bench soak redis-suite install uninstall clean fuzz fuzz-check fuzz-seeds
 
 -include $(CORE_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(CLI_OBJ:.o=.d) \
-	$(wildcard $(FUZZ_BUILD)/obj/*/*.d)
+	$(wildcard $(FUZZ_BUILD)/obj/*/*.d $(FUZZ_BUILD)/obj/*/*/*.d)
 
 BENCH_BIN := $(BUILD)/bench/consensus
 $(BENCH_BIN): scripts/bench/consensus.c $(LIBCORE)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -I. $(LDFLAGS) -o $@ $< $(LIBCORE) $(CORE_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBCORE) $(CORE_LIBS)
 # The benchmark client (redis, redis + WAIT, etcd); tests/bats/loadgen.bats.
 $(LOADGEN): scripts/bench/loadgen.c
 	@mkdir -p $(dir $@)

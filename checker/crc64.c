@@ -1,4 +1,4 @@
-#include "crc64.h"
+#include "checker/crc64.h"
 
 #include <pthread.h>
 #include <string.h>

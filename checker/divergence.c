@@ -1,5 +1,5 @@
-#include "divergence.h"
-#include "../coordinator/sys.h"
+#include "checker/divergence.h"
+#include "common/sys.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,8 +1,8 @@
-#include "outcheck.h"
+#include "checker/outcheck.h"
 
 #include <string.h>
 
-#include "crc64.h"
+#include "checker/crc64.h"
 
 void out_check_init(struct out_check *c, diverge_fn fn, void *arg)
 {

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "outhash.h"
+#include "checker/outhash.h"
 
 #define OUT_KEEP 64	/* marks remembered on each side */
 

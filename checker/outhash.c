@@ -1,6 +1,6 @@
-#include "outhash.h"
+#include "checker/outhash.h"
 
-#include "crc64.h"
+#include "checker/crc64.h"
 
 void out_hash_feed(struct out_hash *h, const void *buf, size_t len,
 		   void (*fn)(void *arg, uint64_t offset, uint64_t crc), void *arg)

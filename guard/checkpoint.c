@@ -18,14 +18,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../coordinator/atomic64.h"
-#include "../coordinator/clock.h"
-#include "../coordinator/filemode.h"
-#include "../coordinator/recovery.h"
-#include "../coordinator/region.h"
-#include "../coordinator/region_mail.h"
-#include "../coordinator/region_status.h"
-#include "../coordinator/region_wire.h"
+#include "common/atomic64.h"
+#include "common/clock.h"
+#include "coordinator/storage/filemode.h"
+#include "coordinator/storage/recovery.h"
+#include "coordinator/storage/region.h"
+#include "coordinator/storage/region_mail.h"
+#include "coordinator/storage/region_status.h"
+#include "coordinator/storage/region_wire.h"
 #include "cli.h"
 #include "owner.h"
 
@@ -431,7 +431,7 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	}
 	if (seal_checkpoint(cfg, node, &c, root, tmp, data, progress, err, errlen))
 		goto fail;
-	/* For the node's metrics endpoint (coordinator/metrics.c). */
+	/* For the node's metrics endpoint (coordinator/node/metrics.c). */
 	store64(&w->dump_ms, c.dump_ms);
 	store64(&w->image_bytes, c.image_bytes);
 	__atomic_fetch_add(&w->taken, 1, __ATOMIC_RELEASE);

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../coordinator/config.h"
+#include "common/config.h"
 
 #define CKPT_MAX 64
 #define CKPT_DIR "checkpoints"	/* in data_dir */

@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../coordinator/clock.h"
-#include "../coordinator/members.h"
+#include "common/clock.h"
+#include "coordinator/node/members.h"
 #include "cli.h"
 #include "owner.h"
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "../coordinator/config.h"
+#include "common/config.h"
 
 /* Options every command takes. */
 struct cli {

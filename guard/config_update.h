@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "../coordinator/config.h"
+#include "common/config.h"
 
 /* PATH gets CFG's membership.  0, or -1 with ERR set. */
 int config_update_members(const struct apus_config *cfg, const char *path, char *err,

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../checker/divergence.h"
+#include "checker/divergence.h"
 #include "cli.h"
 
 static const char usage[] =

@@ -30,9 +30,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../coordinator/atomic64.h"
-#include "../coordinator/region.h"
-#include "../coordinator/region_status.h"
+#include "common/atomic64.h"
+#include "coordinator/storage/region.h"
+#include "coordinator/storage/region_status.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "owner.h"

@@ -1,6 +1,6 @@
 /* apus replace, apus add, apus remove: membership changes while the
  * cluster serves.  The leader agrees each step through the log
- * (coordinator/members.h); this command asks for the first one, starts a
+ * (coordinator/node/members.h); this command asks for the first one, starts a
  * new node on this host from a peer's snapshot, and watches the cluster
  * take the rest by itself (the leader promotes a learner that caught up,
  * then removes the node it replaces), so that a command that dies half
@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../coordinator/atomic64.h"
-#include "../coordinator/members.h"
-#include "../coordinator/region.h"
-#include "../coordinator/region_mail.h"
-#include "../coordinator/region_status.h"
+#include "common/atomic64.h"
+#include "coordinator/node/members.h"
+#include "coordinator/storage/region.h"
+#include "coordinator/storage/region_mail.h"
+#include "coordinator/storage/region_status.h"
 #include "cli.h"
 #include "config_update.h"
 #include "owner.h"

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../coordinator/child_env.h"
+#include "coordinator/node/child_env.h"
 #include "cli.h"
 
 static void read_holder(int fd, char *out, size_t len)

@@ -11,14 +11,14 @@
  * names the node (APUS_CONFIG and APUS_NODE, set by cli_spawn_node: what
  * it ran and its children, for servers that keep their environment; or
  * APUS_CONFIG and CHILD_ENV_NODE, set by the node for its snapshot_cmd and
- * snapshot_load_cmd: coordinator/child_env.h). */
+ * snapshot_load_cmd: coordinator/node/child_env.h). */
 #ifndef APUS_OWNER_H
 #define APUS_OWNER_H
 
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "../coordinator/config.h"
+#include "common/config.h"
 
 #define OWNER_LOCK_FILE "apus.owner.lock"
 #define GUARD_LOCK_FILE "apus.guard.lock"

@@ -10,18 +10,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../coordinator/atomic64.h"
-#include "../coordinator/members.h"
-#include "../coordinator/recovery.h"
-#include "../coordinator/region.h"
-#include "../coordinator/region_mail.h"
-#include "../coordinator/region_status.h"
+#include "common/atomic64.h"
+#include "coordinator/node/members.h"
+#include "coordinator/storage/recovery.h"
+#include "coordinator/storage/region.h"
+#include "coordinator/storage/region_mail.h"
+#include "coordinator/storage/region_status.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "snapshot_net.h"
 
 /* How long the new node may take to load the snapshot and join; the
- * peer's hold ends at 30 s by itself (coordinator/checkpoint.c). */
+ * peer's hold ends at 30 s by itself (coordinator/node/checkpoint.c). */
 #define JOIN_TIMEOUT_MS 25000
 /* snapshot_connections = none: how long a hold looks for an entry where no
  * client is connected. */
@@ -233,7 +233,7 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 			break;
 		/* A session is no part of a snapshot: a point where a client is
 		 * connected would lose it (the node's own snapshots wait for such
-		 * an entry too: coordinator/snapshot.c).  Another entry, soon. */
+		 * an entry too: coordinator/node/snapshot.c).  Another entry, soon. */
 		store64(&region_mail(h->ctl)->ckpt.release, h->req);
 		if (open && cli_mono_ms() - t0 > CONNS_WAIT_MS) {
 			snprintf(err, errlen, "node %d had %llu client connection%s open at every entry "

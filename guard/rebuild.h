@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../coordinator/config.h"
+#include "common/config.h"
 
 struct region_ctl;
 

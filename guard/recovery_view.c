@@ -6,11 +6,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../coordinator/atomic64.h"
-#include "../coordinator/clock.h"
-#include "../coordinator/recovery.h"
-#include "../coordinator/region_mail.h"
-#include "../coordinator/region_status.h"
+#include "common/atomic64.h"
+#include "common/clock.h"
+#include "coordinator/storage/recovery.h"
+#include "coordinator/storage/region_mail.h"
+#include "coordinator/storage/region_status.h"
 #include "checkpoint.h"
 
 /* The newer of the two failures the control page records: the node's own

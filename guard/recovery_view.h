@@ -1,5 +1,5 @@
 /* A node's recovery points as an operator sees them (apus status): the
- * newest of its snapshot (coordinator/recovery.h) and its newest CRIU
+ * newest of its snapshot (coordinator/storage/recovery.h) and its newest CRIU
  * checkpoint (checkpoint.h), whatever made it, and the last failure to
  * make one since.  Read from the node's files and its control page, so it
  * works for a node that is down too. */
@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "../coordinator/config.h"
+#include "common/config.h"
 
 struct region_ctl;
 

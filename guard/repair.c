@@ -10,10 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../coordinator/atomic64.h"
-#include "../coordinator/recovery.h"
-#include "../coordinator/region.h"
-#include "../coordinator/region_status.h"
+#include "common/atomic64.h"
+#include "coordinator/storage/recovery.h"
+#include "coordinator/storage/region.h"
+#include "coordinator/storage/region_status.h"
 #include "cli.h"
 
 #define VERIFY_TIMEOUT_MS 20000

@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../coordinator/config.h"
+#include "common/config.h"
 
 struct repair_state {
 	pid_t pid;		/* the server whose divergences were counted */

@@ -16,9 +16,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "../coordinator/admission.h"
-#include "../coordinator/members.h"
-#include "../coordinator/netaddr.h"
+#include "coordinator/transport/admission.h"
+#include "coordinator/node/members.h"
+#include "common/netaddr.h"
 #include "cli.h"
 #include "rebuild.h"
 #include "snapshot_wire.h"

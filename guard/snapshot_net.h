@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "../coordinator/config.h"
+#include "common/config.h"
 
 struct snap_meta {
 	uint64_t index, log_pos, view, bytes;

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../coordinator/admission.h"
+#include "coordinator/transport/admission.h"
 #include "snapshot_net.h"
 
 #define SNAP_MAGIC "APUSSNAP"

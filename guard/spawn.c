@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../coordinator/admission.h"
-#include "../coordinator/filemode.h"
-#include "../coordinator/region.h"
-#include "../coordinator/region_status.h"
+#include "coordinator/transport/admission.h"
+#include "coordinator/storage/filemode.h"
+#include "coordinator/storage/region.h"
+#include "coordinator/storage/region_status.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "owner.h"

@@ -2,12 +2,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "../coordinator/atomic64.h"
-#include "../coordinator/clock.h"
-#include "../coordinator/members.h"
-#include "../coordinator/recovery.h"
-#include "../coordinator/region.h"
-#include "../coordinator/region_status.h"
+#include "common/atomic64.h"
+#include "common/clock.h"
+#include "coordinator/node/members.h"
+#include "coordinator/storage/recovery.h"
+#include "coordinator/storage/region.h"
+#include "coordinator/storage/region_status.h"
 #include "cli.h"
 #include "owner.h"
 #include "recovery_view.h"

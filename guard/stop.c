@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../coordinator/region.h"
+#include "coordinator/storage/region.h"
 #include "cli.h"
 #include "owner.h"
 

@@ -16,11 +16,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../checker/outhash.h"
-#include "../coordinator/atomic64.h"
-#include "../coordinator/checks.h"
-#include "../coordinator/region.h"
-#include "../coordinator/region_status.h"
+#include "checker/outhash.h"
+#include "common/atomic64.h"
+#include "coordinator/storage/checks.h"
+#include "coordinator/storage/region.h"
+#include "coordinator/storage/region_status.h"
 #include "cli.h"
 
 static const char usage[] =

@@ -20,9 +20,9 @@
  * not for a part.  A watched client the server has done neither with by
  * the time the snapshot is written counts as cut too (a slow client's
  * request; a blocking one waits out the window in refusals 100 ms apart).
- * The backups' side is replay_mid_requests() (coordinator/replay.h). */
-#include "../coordinator/clock.h"
-#include "../coordinator/node.h"
+ * The backups' side is replay_mid_requests() (coordinator/node/replay.h). */
+#include "common/clock.h"
+#include "coordinator/node/node.h"
 #include "shim.h"
 
 #define MID_REQUEST_WINDOW_MS 1000

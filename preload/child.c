@@ -1,11 +1,11 @@
-/* The server's waits for its children (coordinator/input_child.h): the
+/* The server's waits for its children (coordinator/node/input_child.h): the
  * end of a child of the server (not the node's own snapshot) reaches it
  * where the leader's log says, on every replica.  Elsewhere (a forked
  * child, a node that is not running) they are libc's.  waitid() is not
  * covered (doc/limits.md). */
 #include <sys/wait.h>
 
-#include "../coordinator/input_child.h"
+#include "coordinator/node/input_child.h"
 #include "shim.h"
 
 static int ordered(void)

@@ -1,5 +1,5 @@
 /* The wall clock as the server reads it: inside the window of a logged
- * input (coordinator/input_clock.h) it says that input's stamp, the
+ * input (coordinator/input/input_clock.h) it says that input's stamp, the
  * leader's clock when it logged it, on every replica; elsewhere it is the
  * machine's.  Only the wall clock: CLOCK_MONOTONIC and the others pass
  * through, so the server's timers keep their pace.
@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../coordinator/input_clock.h"
+#include "coordinator/input/input_clock.h"
 #include "shim.h"
 
 static int resolved(void)

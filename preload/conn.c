@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../coordinator/logger.h"
-#include "../coordinator/turns.h"
+#include "common/logger.h"
+#include "coordinator/node/turns.h"
 #include "shim.h"
 
 static int port_of(const struct sockaddr_storage *ss)

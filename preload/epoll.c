@@ -5,8 +5,8 @@
  * here too) and sets that watch no replicated connection pass through. */
 #include <errno.h>
 
-#include "../coordinator/input_clock.h"
-#include "../coordinator/turns.h"
+#include "coordinator/input/input_clock.h"
+#include "coordinator/node/turns.h"
 #include "shim.h"
 
 int epoll_wants_input(int epfd, const struct fd_slot *s, int kind)

@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 
-#include "../checker/outhash.h"
-#include "../coordinator/entry.h"
+#include "checker/outhash.h"
+#include "coordinator/storage/entry.h"
 #include "order_queue.h"
 
 enum fd_kind {

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../coordinator/turns.h"
+#include "coordinator/node/turns.h"
 #include "shim.h"
 
 /* Our eventfd's data in the server's sets: neither an fd nor a pointer. */

@@ -7,10 +7,10 @@
 #include <errno.h>
 #include <fcntl.h>
 
-#include "../coordinator/clock.h"
-#include "../coordinator/input_clock.h"
-#include "../coordinator/logger.h"
-#include "../coordinator/turns.h"
+#include "common/clock.h"
+#include "coordinator/input/input_clock.h"
+#include "common/logger.h"
+#include "coordinator/node/turns.h"
 #include "shim.h"
 
 static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcnt, ssize_t n)

@@ -2,8 +2,8 @@
 #define LOG_PREFIX "shim: "
 #include "order_queue.h"
 
-#include "../coordinator/clock.h"
-#include "../coordinator/logger.h"
+#include "common/clock.h"
+#include "common/logger.h"
 
 static void set_head(struct order_queue *q, int fd)
 {

@@ -6,8 +6,8 @@
 #include <errno.h>
 #include <limits.h>
 
-#include "../coordinator/entry.h"
-#include "../coordinator/turns.h"
+#include "coordinator/storage/entry.h"
+#include "coordinator/node/turns.h"
 #include "shim.h"
 
 #define RECORDS_PER_ENTRY 32

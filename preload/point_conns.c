@@ -1,13 +1,13 @@
 /* Which connection each of the server's descriptors served when it forked
  * for a recovery point.  snapshot_cmd names a client with a session (a
  * Redis client's SELECTed database) by its descriptor, as the server
- * knew it at the fork (coordinator/sessions.h); by the time the command
+ * knew it at the fork (coordinator/storage/sessions.h); by the time the command
  * ends, that descriptor may serve another connection, so the node asks
  * here.  Each slot keeps its connection of the latest fork, numbered: no
  * allocation in the fork path, and a slot closed or reused since keeps
  * what it served then. */
-#include "../coordinator/node.h"
-#include "../coordinator/turns.h"
+#include "coordinator/node/node.h"
+#include "coordinator/node/turns.h"
 #include "shim.h"
 
 static uint32_t fork_gen;	/* the latest snapshot fork's number (0: none yet) */

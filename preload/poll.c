@@ -29,10 +29,10 @@
 #include <poll.h>
 #include <time.h>
 
-#include "../coordinator/clock.h"
-#include "../coordinator/input_clock.h"
-#include "../coordinator/node.h"
-#include "../coordinator/turns.h"
+#include "common/clock.h"
+#include "coordinator/input/input_clock.h"
+#include "coordinator/node/node.h"
+#include "coordinator/node/turns.h"
 #include "shim.h"
 
 #define HIDDEN_SLICE_MS 1

@@ -1,4 +1,4 @@
-/* The server's random numbers (coordinator/input_random.h): inside the
+/* The server's random numbers (coordinator/input/input_random.h): inside the
  * window of a logged input, rand(), random(), getrandom(), getentropy()
  * drand48(), lrand48(), mrand48(), erand48(), nrand48(), jrand48(),
  * rand_r(), the arc4random family, and reads of
@@ -20,8 +20,8 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
-#include "../coordinator/input_clock.h"
-#include "../coordinator/input_random.h"
+#include "coordinator/input/input_clock.h"
+#include "coordinator/input/input_random.h"
 #include "shim.h"
 
 /* Whether this call's numbers come from the log. */

@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../coordinator/clock.h"
-#include "../coordinator/input_clock.h"
-#include "../coordinator/logger.h"
+#include "common/clock.h"
+#include "coordinator/input/input_clock.h"
+#include "common/logger.h"
 #include "order_queue.h"
 #include "shim.h"
 

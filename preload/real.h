@@ -3,7 +3,7 @@
 #ifndef APUS_REAL_H
 #define APUS_REAL_H
 
-#include "../coordinator/sys.h"	/* struct socket_calls */
+#include "common/sys.h"	/* struct socket_calls */
 
 extern struct socket_calls real;
 

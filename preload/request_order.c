@@ -28,11 +28,11 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "../coordinator/clock.h"
-#include "../coordinator/futex.h"
-#include "../coordinator/logger.h"
-#include "../coordinator/thread_state.h"
-#include "../coordinator/turns.h"
+#include "common/clock.h"
+#include "common/futex.h"
+#include "common/logger.h"
+#include "common/thread_state.h"
+#include "coordinator/node/turns.h"
 #include "shim.h"
 
 #define ORDER_STALL_NS (50 * 1000000ULL)

@@ -11,7 +11,7 @@
 #include <sys/select.h>
 #include <time.h>
 
-#include "../coordinator/clock.h"
+#include "common/clock.h"
 #include "shim.h"
 
 /* Whether READ holds, below NFDS, a fd the shim acts on for input. */

@@ -18,11 +18,11 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "../coordinator/input_child.h"
-#include "../coordinator/input_clock.h"
-#include "../coordinator/input_random.h"
-#include "../coordinator/logger.h"
-#include "../coordinator/members.h"
+#include "coordinator/node/input_child.h"
+#include "coordinator/input/input_clock.h"
+#include "coordinator/input/input_random.h"
+#include "common/logger.h"
+#include "coordinator/node/members.h"
 
 int shim_mode = MODE_PASSTHROUGH;
 int shim_ready;

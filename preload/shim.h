@@ -6,7 +6,7 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 
-#include "../coordinator/node.h"
+#include "coordinator/node/node.h"
 #include "fdtable.h"
 #include "real.h"
 

@@ -27,11 +27,11 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
-#include "coordinator/admission.h"
-#include "coordinator/futex.h"
-#include "coordinator/logger.h"
-#include "coordinator/node_internal.h"
-#include "coordinator/region_status.h"
+#include "coordinator/transport/admission.h"
+#include "common/futex.h"
+#include "common/logger.h"
+#include "coordinator/node/node_internal.h"
+#include "coordinator/storage/region_status.h"
 
 static int cmp_u64(const void *a, const void *b)
 {

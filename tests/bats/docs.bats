@@ -113,14 +113,14 @@ function heading_slugs() {
 	[ -z "$bad" ] || fail "anchors that name no heading: $bad"
 }
 
-@test "doc/configuration.md documents every key coordinator/config.c accepts" {
+@test "doc/configuration.md documents every key common/config.c accepts" {
 	local keys k missing=""
 	# set_global() and set_node() compare the key with each name they know:
 	# if (!strcmp(k, "cluster")) ...
-	keys=$(grep -oE 'strcmp\(k, "[a-z_]+"\)' "$APUS_ROOT/coordinator/config.c" |
+	keys=$(grep -oE 'strcmp\(k, "[a-z_]+"\)' "$APUS_ROOT/common/config.c" |
 		sed -E 's/.*"([a-z_]+)".*/\1/' | sort -u)
 	[ "$(wc -w <<<"$keys")" -ge 30 ] ||
-		fail "BUG: found only '$keys' in coordinator/config.c (has the way keys are matched changed?)"
+		fail "BUG: found only '$keys' in common/config.c (has the way keys are matched changed?)"
 	for k in $keys; do
 		# A row of the key table: | `key` | default | meaning |
 		grep -qE "^\| \`$k\` \|" "$APUS_ROOT/doc/configuration.md" || missing+="$k "

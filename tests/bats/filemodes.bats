@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The files apus trusts (coordinator/filemode.h) are private: a region, its
+# The files apus trusts (coordinator/storage/filemode.h) are private: a region, its
 # durable copy and the cluster key are made 0600, a data directory apus
 # creates 0700; one that others could have written (or that another user
 # owns) is refused with one line that says what to do, and nothing of the

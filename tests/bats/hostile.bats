@@ -36,9 +36,9 @@ function setup_file() {
 		#include <stddef.h>
 		#include <stdio.h>
 		#include <stdlib.h>
-		#include "coordinator/region_mail.h"
-		#include "coordinator/region_status.h"
-		#include "coordinator/region_wire.h"
+		#include "coordinator/storage/region_mail.h"
+		#include "coordinator/storage/region_status.h"
+		#include "coordinator/storage/region_wire.h"
 		#define O(f) printf(#f " %zu\n", offsetof(struct region_ctl, f))
 		int main(int argc, char **argv)
 		{

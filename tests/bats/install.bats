@@ -57,10 +57,10 @@ function help_options() {
 	"$APUS" "$1" --help | grep -E '^ +(-[a-zA-Z], )?--[a-z]' | grep -oE -- '--[a-z][a-z-]*' | sort -u
 }
 
-# config_keys - every key coordinator/config.c accepts: the names it
+# config_keys - every key common/config.c accepts: the names it
 # compares the key with in set_global() and set_node().
 function config_keys() {
-	grep -oE 'strcmp\(k, "[a-z_]+"\)' "$APUS_ROOT/coordinator/config.c" |
+	grep -oE 'strcmp\(k, "[a-z_]+"\)' "$APUS_ROOT/common/config.c" |
 		sed -E 's/.*"([a-z_]+)".*/\1/' | sort -u
 }
 
@@ -130,7 +130,7 @@ function config_keys() {
 	for k in $PENDING_KEYS; do
 		if ! config_keys | grep -qx "$k"; then
 			sed -i -E "/^#?$k *=/d" "$conf"
-			echo "# $k: not in coordinator/config.c yet, left out" >&3
+			echo "# $k: not in common/config.c yet, left out" >&3
 		fi
 	done
 	# apus checkpoints only reads: a config error is exit 2 with one line.
@@ -180,7 +180,7 @@ function config_keys() {
 	[ "${#missing[@]}" -eq 0 ] || fail "apus(1) lacks: $(printf '%s; ' "${missing[@]}")"
 }
 
-@test "apus(1) documents every config key of coordinator/config.c" {
+@test "apus(1) documents every config key of common/config.c" {
 	local keys k missing=() text
 	keys=$(config_keys)
 	[ "$(wc -w <<<"$keys")" -ge 30 ] || fail "BUG: found only '$keys' in config.c"

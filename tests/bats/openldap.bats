@@ -9,7 +9,7 @@
 #
 # A backup's slapd gets a connection's next request only once it has
 # answered the one before, as the leader's did (ENTRY_F_ANSWERED,
-# coordinator/turns.h): slapd's listener reads until EAGAIN and hands a
+# coordinator/node/turns.h): slapd's listener reads until EAGAIN and hands a
 # second request of one read to another worker thread, out of the log's
 # order and outside its input window (apps/openldap/README.md).
 

@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/admission.h"
-#include "coordinator/transport.h"
+#include "coordinator/transport/admission.h"
+#include "coordinator/transport/transport.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/config.h"
+#include "common/config.h"
 #include "tests/fuzz/fuzz.h"
 
 #define TERMINATED(s) (memchr((s), '\0', sizeof(s)) != NULL)

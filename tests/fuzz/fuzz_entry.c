@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/entry.h"
+#include "coordinator/storage/entry.h"
 #include "tests/fuzz/fuzz.h"
 
 static void check_slot(const uint8_t *at, size_t room)

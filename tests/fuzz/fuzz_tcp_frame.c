@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/transport.h"
+#include "coordinator/transport/transport.h"
 #include "tests/fuzz/fuzz.h"
 
 #define MAX_REGION (64 * 1024)

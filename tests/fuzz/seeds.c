@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 
 #include "checker/divergence.h"
-#include "coordinator/admission.h"
-#include "coordinator/entry.h"
-#include "coordinator/transport.h"
+#include "coordinator/transport/admission.h"
+#include "coordinator/storage/entry.h"
+#include "coordinator/transport/transport.h"
 #include "guard/checkpoint.h"
 #include "guard/snapshot_wire.h"
 

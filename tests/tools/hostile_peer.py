@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A hostile apus peer for tests/bats/hostile.bats: speaks the tcp
-transport's admission protocol (coordinator/transport_tcp.c) with a key it
+transport's admission protocol (coordinator/transport/transport_tcp.c) with a key it
 is given, right or wrong, replays recorded handshakes, and once admitted
 sends frames the receiver must refuse, or stalls in the middle of one.
 

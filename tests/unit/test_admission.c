@@ -14,10 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coordinator/admission.h"
-#include "coordinator/logger.h"
-#include "coordinator/region_wire.h"
-#include "coordinator/transport.h"
+#include "coordinator/transport/admission.h"
+#include "common/logger.h"
+#include "coordinator/storage/region_wire.h"
+#include "coordinator/transport/transport.h"
 #include "tests/unit/unit.h"
 
 #define REGION (64 << 10)

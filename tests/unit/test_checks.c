@@ -9,10 +9,10 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "coordinator/checks.h"
-#include "coordinator/region_mail.h"
-#include "coordinator/region_status.h"
-#include "coordinator/region_wire.h"
+#include "coordinator/storage/checks.h"
+#include "coordinator/storage/region_mail.h"
+#include "coordinator/storage/region_status.h"
+#include "coordinator/storage/region_wire.h"
 #include "tests/unit/unit.h"
 
 /* A whole control page: the status page and the mailboxes lie past its

@@ -1,4 +1,4 @@
-/* The environment of leader_hook and snapshot_cmd (coordinator/child_env.c)
+/* The environment of leader_hook and snapshot_cmd (coordinator/node/child_env.c)
  * is the one the server started with, copied before its main ran: Redis
  * rewrites environ (clearenv, then setenv of every variable) while our
  * threads run, and a hook that read environ then crashed the server with
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/child_env.h"
+#include "coordinator/node/child_env.h"
 #include "tests/unit/unit.h"
 
 static int done;	/* set by main once it stops rewriting environ */

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coordinator/config.h"
+#include "common/config.h"
 #include "tests/unit/unit.h"
 
 static char path[] = "/tmp/apus-config-XXXXXX";

@@ -4,7 +4,7 @@
  * one shot. */
 #include <string.h>
 
-#include "coordinator/crc32c.h"
+#include "common/crc32c.h"
 #include "tests/unit/unit.h"
 
 static uint32_t reference(const unsigned char *p, size_t len)

@@ -1,4 +1,4 @@
-/* Elections (coordinator/election.c) between three nodes of this process:
+/* Elections (coordinator/node/election.c) between three nodes of this process:
  * real regions (in /dev/shm, with their durable copy apus.wal: fsync =
  * always), the real shm transport, no role threads: the test plays the
  * role thread of each node, and writes a candidate's requests into a
@@ -27,12 +27,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coordinator/logger.h"
-#include "coordinator/members.h"
-#include "coordinator/node_internal.h"
-#include "coordinator/region.h"
-#include "coordinator/region_status.h"
-#include "coordinator/region_wire.h"
+#include "common/logger.h"
+#include "coordinator/node/members.h"
+#include "coordinator/node/node_internal.h"
+#include "coordinator/storage/region.h"
+#include "coordinator/storage/region_status.h"
+#include "coordinator/storage/region_wire.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 

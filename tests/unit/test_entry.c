@@ -2,7 +2,7 @@
  * viewstamp, and a stale or damaged entry is never accepted. */
 #include <string.h>
 
-#include "coordinator/entry.h"
+#include "coordinator/storage/entry.h"
 #include "tests/unit/unit.h"
 
 static _Alignas(64) char log_buf[1 << 16];

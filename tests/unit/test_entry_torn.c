@@ -3,7 +3,7 @@
  * over the previous pass's bytes of the same slot. */
 #include <string.h>
 
-#include "coordinator/entry.h"
+#include "coordinator/storage/entry.h"
 #include "tests/unit/unit.h"
 
 static _Alignas(64) char old_pass[8192], target[8192], slot[8192];

@@ -1,4 +1,4 @@
-/* The leader_hook (coordinator/hook.c) gets APUS_VIEW, APUS_LEADER and
+/* The leader_hook (coordinator/node/hook.c) gets APUS_VIEW, APUS_LEADER and
  * APUS_CONFIG, and none of the server's descriptors: a hook that outlives
  * the server (arping, in scripts/leader-hooks/vip.sh) must not keep its
  * listening socket, or the node's restart cannot bind. */
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coordinator/hook.h"
-#include "coordinator/node_internal.h"
+#include "coordinator/node/hook.h"
+#include "coordinator/node/node_internal.h"
 #include "tests/unit/unit.h"
 
 int main(void)

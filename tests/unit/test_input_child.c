@@ -1,4 +1,4 @@
-/* A child's exit as an input (coordinator/input_child.h), with real
+/* A child's exit as an input (coordinator/node/input_child.h), with real
  * children.  Leader: input_child_exits() names no child while it runs,
  * names it once it has exited (a zombie: not reaped yet), and only once.
  * Backup: input_child_exit_due() holds the replay while its own child
@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "coordinator/input_child.h"
+#include "coordinator/node/input_child.h"
 #include "tests/unit/unit.h"
 
 /* A child that runs until it reads a byte on its pipe (or the pipe ends). */

@@ -1,4 +1,4 @@
-/* Randomness as an input (coordinator/input_random.h): SipHash-2-4 against
+/* Randomness as an input (coordinator/input/input_random.h): SipHash-2-4 against
  * its reference vector; a window's draws are a function of its entry alone
  * (the same after other entries, after a fresh key set-up, and when the
  * window is opened again for the same entry); entries and keys differ;
@@ -10,9 +10,9 @@
  * recovery point's mark names. */
 #include <string.h>
 
-#include "coordinator/config.h"
-#include "coordinator/input_clock.h"
-#include "coordinator/input_random.h"
+#include "common/config.h"
+#include "coordinator/input/input_clock.h"
+#include "coordinator/input/input_random.h"
 #include "tests/unit/unit.h"
 
 static void setup(struct apus_config *cfg, const char *cluster)

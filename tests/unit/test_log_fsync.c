@@ -5,7 +5,7 @@
  * not here.) */
 #include <fcntl.h>
 
-#include "coordinator/region_wire.h"
+#include "coordinator/storage/region_wire.h"
 #include "tests/unit/twonode.h"
 
 static void same_in_file(struct node *n, uint64_t pos, const struct entry_hdr *e, void *arg)

@@ -1,4 +1,4 @@
-/* Membership (coordinator/members.h): the text an entry carries parses
+/* Membership (coordinator/node/members.h): the text an entry carries parses
  * back to the same membership; a change moves one node one step and
  * nothing else; what counts as a change in progress and the way out of it;
  * the config file follows the agreed membership with its comments kept;
@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coordinator/members.h"
+#include "coordinator/node/members.h"
 #include "guard/config_update.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"

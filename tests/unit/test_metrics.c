@@ -4,10 +4,10 @@
 #include <regex.h>
 #include <string.h>
 
-#include "coordinator/metrics.h"
-#include "coordinator/region_mail.h"
-#include "coordinator/region_status.h"
-#include "coordinator/region_wire.h"
+#include "coordinator/node/metrics.h"
+#include "coordinator/storage/region_mail.h"
+#include "coordinator/storage/region_status.h"
+#include "coordinator/storage/region_wire.h"
 #include "tests/unit/unit.h"
 
 static char out[64 << 10];

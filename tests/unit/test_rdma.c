@@ -18,9 +18,9 @@
 
 #include <infiniband/verbs.h>
 
-#include "coordinator/logger.h"
-#include "coordinator/region_wire.h"
-#include "coordinator/transport.h"
+#include "common/logger.h"
+#include "coordinator/storage/region_wire.h"
+#include "coordinator/transport/transport.h"
 #include "tests/unit/twonode.h"
 
 static const struct transport_ops *ops = &transport_rdma_ops;

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "coordinator/clock.h"
+#include "common/clock.h"
 #include "preload/order_queue.h"
 #include "tests/unit/unit.h"
 

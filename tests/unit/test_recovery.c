@@ -1,4 +1,4 @@
-/* A node's recovery point on disk (coordinator/recovery.h): a committed
+/* A node's recovery point on disk (coordinator/storage/recovery.h): a committed
  * snapshot and its seed load back; a seed that does not match its snapshot
  * is refused; a commit cut between its two renames is completed; the
  * server's snapshot file is the recovery point's at start, or moved aside
@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coordinator/config.h"
-#include "coordinator/recovery.h"
+#include "common/config.h"
+#include "coordinator/storage/recovery.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 

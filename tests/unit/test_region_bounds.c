@@ -3,9 +3,9 @@
  * the end, never the node's own words, never another node's slot. */
 #include <stddef.h>
 
-#include "coordinator/region_mail.h"
-#include "coordinator/region_status.h"
-#include "coordinator/region_wire.h"
+#include "coordinator/storage/region_mail.h"
+#include "coordinator/storage/region_status.h"
+#include "coordinator/storage/region_wire.h"
 #include "tests/unit/unit.h"
 
 #define SIZE (REGION_CTL_SIZE + (1u << 20))

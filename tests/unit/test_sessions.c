@@ -1,4 +1,4 @@
-/* A recovery point's client sessions (coordinator/sessions.h): what
+/* A recovery point's client sessions (coordinator/storage/sessions.h): what
  * snapshot_cmd names by descriptor is kept by connection, beside the
  * point; lines that are not "<fd> <hex>" and descriptors no connection
  * had at the fork are dropped; the preludes load back byte for byte;
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coordinator/config.h"
-#include "coordinator/sessions.h"
+#include "common/config.h"
+#include "coordinator/storage/sessions.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 

@@ -12,12 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "coordinator/clock.h"
-#include "coordinator/logger.h"
-#include "coordinator/region.h"
-#include "coordinator/region_status.h"
-#include "coordinator/region_wire.h"
-#include "coordinator/transport.h"
+#include "common/clock.h"
+#include "common/logger.h"
+#include "coordinator/storage/region.h"
+#include "coordinator/storage/region_status.h"
+#include "coordinator/storage/region_wire.h"
+#include "coordinator/transport/transport.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 

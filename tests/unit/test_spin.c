@@ -1,7 +1,7 @@
-/* The adaptive spin window (coordinator/spin.h): it grows to cover a
+/* The adaptive spin window (common/spin.h): it grows to cover a
  * steady stream's gaps, never past its maximum, and shrinks back to its
  * minimum once work comes rarely. */
-#include "coordinator/spin.h"
+#include "common/spin.h"
 #include "tests/unit/unit.h"
 
 int main(void)

@@ -4,8 +4,8 @@
  * tell an election); the next entry of that index overwrites it and is
  * applied whole.  The torn entry is written by the leader's own transport,
  * exactly as its replicate path would have, minus the last eight bytes. */
-#include "coordinator/atomic64.h"
-#include "coordinator/region_wire.h"
+#include "common/atomic64.h"
+#include "coordinator/storage/region_wire.h"
 #include "tests/unit/twonode.h"
 
 /* Writes entry IDX at the leader's tail into the backup's log, canary

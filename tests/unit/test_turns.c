@@ -1,4 +1,4 @@
-/* The backup's turn schedule (coordinator/replay.h, turns.h), driven as
+/* The backup's turn schedule (coordinator/node/replay.h, turns.h), driven as
  * the shim drives it from the server's side: a listening socket of this process
  * is "the server", replay_exec() feeds it committed entries.
  *
@@ -27,13 +27,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coordinator/clock.h"
-#include "coordinator/node_internal.h"
-#include "coordinator/region_status.h"
-#include "coordinator/region_wire.h"
-#include "coordinator/replay.h"
-#include "coordinator/replay_internal.h"
-#include "coordinator/turns.h"
+#include "common/clock.h"
+#include "coordinator/node/node_internal.h"
+#include "coordinator/storage/region_status.h"
+#include "coordinator/storage/region_wire.h"
+#include "coordinator/node/replay.h"
+#include "coordinator/node/replay_internal.h"
+#include "coordinator/node/turns.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 

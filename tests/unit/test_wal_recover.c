@@ -7,8 +7,8 @@
 #include <sys/mman.h>
 #include <sys/statfs.h>
 
-#include "coordinator/region.h"
-#include "coordinator/region_wire.h"
+#include "coordinator/storage/region.h"
+#include "coordinator/storage/region_wire.h"
 #include "tests/unit/twonode.h"
 
 static void same_in_region(struct node *n, uint64_t pos, const struct entry_hdr *e, void *arg)

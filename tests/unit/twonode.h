@@ -10,9 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coordinator/admission.h"
-#include "coordinator/node_internal.h"
-#include "coordinator/region_status.h"
+#include "coordinator/transport/admission.h"
+#include "coordinator/node/node_internal.h"
+#include "coordinator/storage/region_status.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 
