@@ -22,6 +22,7 @@ struct child {
 	uint64_t forked_at;	/* the entry whose window forked it */
 	int ended;		/* reaped by us, not yet told to the server */
 	int released;		/* its end goes to the server whenever it asks */
+	int exit_told;		/* leader: its exit is logged (ENTRY_CHILD_EXIT) */
 	uint64_t ended_ns;
 	int status;
 	struct rusage ru;
@@ -30,6 +31,9 @@ struct child {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct child kids[MAX_CHILDREN];
 static int nkids;
+/* Children whose exit is not logged yet: the leader's inputs look for
+ * exits only while there are some. */
+static int untold;
 /* Backup: the ENTRY_CHILD the replay stands at (due_at: the child's F;
  * 0: none), and whether the server has had that end. */
 static uint64_t due_at, due_idx, due_stamp;
@@ -104,6 +108,8 @@ static int runs(pid_t pid)
 
 static void forget(struct child *k)
 {
+	if (!k->exit_told)
+		__atomic_sub_fetch(&untold, 1, __ATOMIC_RELAXED);
 	*k = kids[--nkids];
 }
 
@@ -131,7 +137,27 @@ void input_child_forked(pid_t pid, uint64_t forked_at)
 		forget(&kids[0]);
 	}
 	kids[nkids++] = (struct child){ .pid = pid, .forked_at = forked_at };
+	__atomic_add_fetch(&untold, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&lock);
+}
+
+int input_child_exits(uint64_t *at, int max)
+{
+	int count = 0;
+
+	if (!__atomic_load_n(&untold, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < nkids && count < max; i++) {
+		struct child *k = &kids[i];
+		if (k->exit_told || (!k->ended && runs(k->pid)))
+			continue;
+		k->exit_told = 1;
+		__atomic_sub_fetch(&untold, 1, __ATOMIC_RELAXED);
+		at[count++] = k->forked_at;
+	}
+	pthread_mutex_unlock(&lock);
+	return count;
 }
 
 /* wait4 that keeps the ends of logged children: returns another child's
@@ -321,6 +347,34 @@ static struct child *timer_twin(uint64_t forked_at)
 		(unsigned long long)kids[0].forked_at, (unsigned long long)forked_at);
 	kids[0].forked_at = forked_at;
 	return &kids[0];
+}
+
+int input_child_exit_due(uint64_t forked_at, uint64_t idx, uint64_t waited_ns, int may_fork)
+{
+	static uint64_t said_at;	/* the entry whose wait was logged */
+	int done = 1;
+
+	pthread_mutex_lock(&lock);
+	struct child *k = by_fork(forked_at);
+	if (!k && may_fork)
+		k = timer_twin(forked_at);
+	if (!k)
+		done = !may_fork || waited_ns >= CHILD_TWIN_WAIT_NS;
+	else if (!k->ended && !k->released && runs(k->pid)) {
+		done = waited_ns >= CHILD_RUN_MAX_NS;
+		if (done)
+			pr_warn("child %d (forked at entry %llu) still runs here %llu s after entry %llu: "
+				"the replay goes on without its exit",
+				(int)k->pid, (unsigned long long)forked_at,
+				(unsigned long long)(waited_ns / 1000000000), (unsigned long long)idx);
+		else if (said_at != idx)
+			pr_debug("entry %llu: child %d (forked at entry %llu) exited on the leader and still "
+				"runs here: the replay waits for its exit",
+				(unsigned long long)idx, (int)k->pid, (unsigned long long)forked_at);
+		said_at = idx;
+	}
+	pthread_mutex_unlock(&lock);
+	return done;
 }
 
 int input_child_due(uint64_t forked_at, uint64_t idx, uint64_t stamp, uint64_t waited_ns,

@@ -33,7 +33,18 @@
  * server's timers run in the window of whatever it read last in the same
  * pass of its loop.  Ends learned by a blocking wait inside a window
  * (while handling a request) and the node's own snapshots' children are
- * not logged: they pass through as before. */
+ * not logged: they pass through as before.
+ *
+ * A child's exit comes before its end is learned, and what the child did
+ * (Redis's BGSAVE renames its dump.rdb into place) is visible to the
+ * server from then on: a DEBUG RELOAD that saves dump.rdb and loads it
+ * back loads the child's older file where the child renames it between
+ * the two.  So the exit is an input too: before each input it logs, the
+ * leader looks (waitid, WNOWAIT) whether a logged child has exited, and
+ * logs an ENTRY_CHILD_EXIT naming F first; a backup's replay holds the
+ * inputs after it until its own child F has exited (up to
+ * CHILD_RUN_MAX_NS).  A backup's child that exits earlier than the
+ * leader's is not held back: a race the leader's server has as well. */
 #ifndef APUS_INPUT_CHILD_H
 #define APUS_INPUT_CHILD_H
 
@@ -56,6 +67,16 @@ struct node;
 
 /* The server forked PID in the window of entry FORKED_AT. */
 void input_child_forked(pid_t pid, uint64_t forked_at);
+
+/* Leader, before it logs an input: the F of up to MAX logged children
+ * that have exited since it last looked, in AT (each is told once).
+ * Costs nothing while no logged child runs. */
+int input_child_exits(uint64_t *at, int max);
+
+/* Backup's replay at the ENTRY_CHILD_EXIT IDX for the child forked at
+ * FORKED_AT: 1 once ours has exited (or none is ours), 0 while it runs;
+ * MAY_FORK as for input_child_due. */
+int input_child_exit_due(uint64_t forked_at, uint64_t idx, uint64_t waited_ns, int may_fork);
 
 /* The server waits for a child (wait4's arguments) on node N.  Returns as
  * wait4 does, with the logged children's ends in log order. */

@@ -13,6 +13,7 @@
 #include "common/atomic64.h"
 #include "common/futex.h"
 #include "coordinator/node/hook.h"
+#include "coordinator/node/input_child.h"
 #include "coordinator/input/input_clock.h"
 #include "common/logger.h"
 #include "coordinator/node/members.h"
@@ -536,6 +537,20 @@ static int commit_wait_timed(struct node *n, struct entry_wait *w, uint64_t t0)
 	return rc;
 }
 
+/* Before an input of the server: the exits of its logged children since
+ * its last input, each an ENTRY_CHILD_EXIT (input_child.h). */
+static void log_child_exits(struct node *n)
+{
+	uint64_t at[8], pos;
+	int count = input_child_exits(at, 8);
+
+	for (int i = 0; i < count; i++) {
+		struct iovec iov = { &at[i], sizeof(at[i]) };
+		leader_submit(n, ENTRY_CHILD_EXIT, 0, (struct viewstamp){ 0, 0 }, &iov, 1,
+			      sizeof(at[i]), NULL, &pos, 0);
+	}
+}
+
 int node_propose(struct node *n, int type, int flags, struct viewstamp conn,
 		 const struct iovec *iov, int iovcnt, size_t len, struct viewstamp *vs)
 {
@@ -544,6 +559,8 @@ int node_propose(struct node *n, int type, int flags, struct viewstamp conn,
 	if (!node_serving(n))
 		return -EPERM;
 	t0 = now_ns();
+	if (type != ENTRY_CHILD)
+		log_child_exits(n);
 	last_idx = leader_submit(n, type, flags, conn, iov, iovcnt, len, vs, &last_pos, 1);
 	if (n->cfg.commit_wait == COMMIT_WAIT_REPLY)
 		return 0;	/* node_wait_output() waits before the reply leaves */
@@ -560,6 +577,8 @@ int node_propose_batch(struct node *n, struct proposal *p, int count)
 	if (!node_serving(n))
 		return -EPERM;
 	t0 = now_ns();
+	if (count)
+		log_child_exits(n);
 	for (int i = 0; i < count; i++) {
 		last_idx = leader_submit(n, p[i].type, p[i].flags, p[i].conn, p[i].iov, p[i].iovcnt, p[i].len,
 					 NULL, &last_pos, i == count - 1);

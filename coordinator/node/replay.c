@@ -658,6 +658,19 @@ static int exec_child(struct replay *r, const struct entry_hdr *e)
 			       forked_at > r->n->exec.seed_idx);
 }
 
+/* A child of the leader's server had exited before its next input: ours
+ * has too before that input (input_child.h). */
+static int exec_child_exit(struct replay *r, const struct entry_hdr *e)
+{
+	uint64_t forked_at;
+
+	if (e->data_sz != sizeof(forked_at))
+		return 1;
+	memcpy(&forked_at, entry_data(e), sizeof(forked_at));
+	return input_child_exit_due(forked_at, e->idx, now_ns() - r->started_ns,
+				    forked_at > r->n->exec.seed_idx);
+}
+
 /* The leader's output marks. */
 static int exec_hash(struct replay *r, const struct entry_hdr *e)
 {
@@ -710,6 +723,9 @@ int replay_exec(struct replay *r, const struct entry_hdr *e)
 		break;
 	case ENTRY_CHILD:
 		done = exec_child(r, e);
+		break;
+	case ENTRY_CHILD_EXIT:
+		done = exec_child_exit(r, e);
 		break;
 	default:
 		done = 1;

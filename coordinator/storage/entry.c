@@ -116,5 +116,5 @@ int entry_landed(const void *at, uint64_t idx, size_t room)
 	/* The fields read before the barrier may have been torn: re-check them. */
 	if (e->idx != idx || e->data_sz != sz || e->view != view)
 		return 0;
-	return e->type >= ENTRY_NOOP && e->type <= ENTRY_CHILD;
+	return e->type >= ENTRY_NOOP && e->type <= ENTRY_CHILD_EXIT;
 }

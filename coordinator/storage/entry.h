@@ -26,6 +26,7 @@ enum entry_type {
 	ENTRY_HASH = 6,		/* output marks (hashes) of the leader's connections (checker/) */
 	ENTRY_MEMBERS = 7,	/* the cluster's new membership (members.h), as config text */
 	ENTRY_CHILD = 8,	/* the leader's server learned a child's end (input_child.h) */
+	ENTRY_CHILD_EXIT = 9,	/* a child of the leader's server had exited (input_child.h) */
 };
 
 struct viewstamp {

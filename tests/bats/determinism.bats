@@ -371,6 +371,56 @@ function timer_save_and_poll() {
 	OWN_CONF=
 }
 
+# aof_rounds ROUNDS - on one connection, ROUNDS times: writes, BGREWRITEAOF
+# and BGSAVE every 20 ms for 0.6 s (refused while another child runs,
+# started once none does, "already in progress" while its own runs), then
+# DEBUG LOADAOF, BGSAVE, DEBUG RELOAD and SAVE: what each reply says, and
+# the data each reload brings back, depends on where each child's end
+# reached the server, and on whether a BGSAVE's child had renamed its
+# dump.rdb into place before DEBUG RELOAD saved and loaded it back (a
+# child's exit is an input: input_child.h).  Under a CPU load it failed
+# 3 runs in 8 before the exit was logged (a backup's DEBUG RELOAD loaded
+# its older child's dump.rdb: after:N missing).
+function aof_rounds() {
+	local round i
+	echo "CONFIG SET appendonly yes"
+	for ((round = 0; round < $1; round++)); do
+		for ((i = 0; i < 200; i++)); do
+			echo "RPUSH l:$round $i"
+		done
+		echo "XADD st * round $round"
+		echo BGREWRITEAOF
+		for ((i = 0; i < 30; i++)); do
+			echo BGSAVE
+			sleep 0.02
+		done
+		echo "DEBUG LOADAOF"
+		echo "RPUSH after:$round x"
+		echo BGSAVE
+		echo "DEBUG RELOAD"
+		echo SAVE
+		echo "SET pad:$round $(head -c 100000 /dev/zero | tr '\0' x)"
+	done
+}
+
+@test "BGREWRITEAOF then DEBUG LOADAOF, BGSAVE then DEBUG RELOAD and SAVE: every replica the same, every reply equal, none restarted" {
+	local pids j
+	OWN_CONF=$(APUS_TEST_SNAPSHOTS=off make_conf "$(test_dir own19620)" 19620)
+	CONF=$OWN_CONF
+	start_cluster "$CONF" || fail "the cluster did not start"
+	pids=$(for n in $(conf_nodes "$CONF"); do redis_pid "$n"; done)
+	# Replies such as "ERR Another child process is active" depend on the
+	# children's timing: they must only be the same on every replica.
+	aof_rounds 3 | timeout 120 redis-cli -h "$(leader_host)" -p "$(leader_port)" >/dev/null
+	[ "$(admin "$(leader_id)" LLEN l:2)" = 200 ] || fail "the last round's list is not whole on the leader"
+	wait_digests_equal "$CONF" 30 || fail "digests differ: $(digests "$CONF" | tr '\n' ';')"
+	assert_eq "$(for n in $(conf_nodes "$CONF"); do redis_pid "$n"; done)" "$pids" "a server was restarted"
+	j=$(timeout 30 "$APUS" divergence --config "$CONF" --json 3>&-)
+	assert_eq "$(json_field "$(strip_nodes "$j")" total)" 0 "divergence records: $j"
+	stop_cluster "$CONF"
+	OWN_CONF=
+}
+
 function teardown() {
 	end_writer
 	WRITER=
