@@ -356,8 +356,11 @@ int input_child_exit_due(uint64_t forked_at, uint64_t idx, uint64_t waited_ns, i
 
 	pthread_mutex_lock(&lock);
 	struct child *k = by_fork(forked_at);
-	if (!k && may_fork)
-		k = timer_twin(forked_at);
+	/* A twin our timers forked in another window is only looked at here:
+	 * ENTRY_CHILD takes it for F (timer_twin), once, where its end is due.
+	 * An ended child is no twin: its end waits for its own entry. */
+	if (!k && may_fork && nkids == 1 && !kids[0].ended && !kids[0].released)
+		k = &kids[0];
 	if (!k)
 		done = !may_fork || waited_ns >= CHILD_TWIN_WAIT_NS;
 	else if (!k->ended && !k->released && runs(k->pid)) {

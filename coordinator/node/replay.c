@@ -666,6 +666,12 @@ static int exec_child_exit(struct replay *r, const struct entry_hdr *e)
 
 	if (e->data_sz != sizeof(forked_at))
 		return 1;
+	if (sched_head(r, &(uint64_t){ 0 }))
+		return 0;	/* the request that forks it may not have run yet */
+	if (!r->phase) {
+		r->phase = 1;
+		r->started_ns = now_ns();
+	}
 	memcpy(&forked_at, entry_data(e), sizeof(forked_at));
 	return input_child_exit_due(forked_at, e->idx, now_ns() - r->started_ns,
 				    forked_at > r->n->exec.seed_idx);
