@@ -33,51 +33,15 @@ size=${APUS_CLAM_BENCH_SIZE:-16384}
 make -s all
 apus=build/bin/apus
 py=/usr/bin/python3
-work=$(mktemp -d /tmp/apus-clam-bench-XXXXXX)
 hz=$(getconf CLK_TCK)
+# shellcheck source=scripts/bench/app-bench.bash
+. scripts/bench/app-bench.bash
+app_bench_setup clamav 19930 19920 apuscb 10.81.0
 
 # bare: a one-node config, only for init.sh's clamd.conf.
 printf '[node 0]\naddress = 127.0.0.1\napp_port = 19921\ndata_dir = %s/bare\n' "$work" >"$work/bare.conf"
-sed -e "s#/tmp/apus-clamav/#$work/shm/#" -e 's/= 760\([123]\)$/= 1993\1/' \
-	-e 's/^guard .*/guard = off/' -e 's/^cluster .*/cluster = clambench-shm/' \
-	-e "s#{config_dir}#$PWD/apps/clamav#g" apps/clamav/cluster-shm.conf >"$work/shm.conf"
-sed -e "s#/tmp/apus-clamav-tcp/#$work/tcp/#" -e 's/= 7601$/= 19925/' -e 's/= 7620$/= 19926/' \
-	-e 's/= 7630$/= 19927/' -e 's/= 10\.77\.0\./= 10.81.0./' -e 's/= apus\([0-9]\)$/= apuscb\1/' \
-	-e 's/^guard .*/guard = off/' -e 's/^cluster .*/cluster = clambench-tcp/' \
-	-e "s#{config_dir}#$PWD/apps/clamav#g" apps/clamav/cluster-tcp.conf >"$work/tcp.conf"
-export APUS_NETNS_PREFIX=apuscb APUS_NETNS_SUBNET=10.81.0
-systems="apus-shm apus-tcp"
-netns_made=0
-if [ "$(id -u)" -eq 0 ] && bash scripts/netns.sh up 3 >/dev/null 2>&1; then
-	netns_made=1
-else
-	echo "apus-tcp: skipped (needs root and ip netns)"
-	systems="apus-shm"
-fi
-declare -A conf=([apus-shm]=$work/shm.conf [apus-tcp]=$work/tcp.conf)
-declare -A host=([apus-shm]=127.0.0.1 [apus-tcp]=10.81.0.1)
-declare -A port=([apus-shm]=19931 [apus-tcp]=19925)
 apps/clamav/init.sh --config "$work/bare.conf" --force >/dev/null
 for s in $systems; do apps/clamav/init.sh --config "${conf[$s]}" --force >/dev/null; done
-
-bare_pid=
-cleanup() {
-	[ -n "$bare_pid" ] && kill "$bare_pid" 2>/dev/null
-	"$apus" stop --config "$work/shm.conf" >/dev/null 2>&1 || true
-	"$apus" stop --config "$work/tcp.conf" >/dev/null 2>&1 || true
-	[ "$netns_made" -eq 1 ] && bash scripts/netns.sh down >/dev/null 2>&1
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-# cpu_ticks PID... - utime+stime of all their threads.
-cpu_ticks() {
-	local p t=0
-	for p in "$@"; do
-		t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
-	done
-	echo "$t"
-}
 
 # serving HOST PORT - clamd answers PING there.
 serving() {

@@ -43,50 +43,13 @@ command -v ldapmodify >/dev/null || { echo "bench.sh: ldapmodify not found (apt-
 # APUS_BIN: another build's apus (then nothing is built here).
 [ -n "${APUS_BIN:-}" ] || make -s all
 apus=${APUS_BIN:-build/bin/apus}
-work=$(mktemp -d /tmp/apus-ldap-bench-XXXXXX)
 hz=$(getconf CLK_TCK)
+# shellcheck source=scripts/bench/app-bench.bash
+. scripts/bench/app-bench.bash
+app_bench_setup openldap 19950 19940 apuslb 10.82.0
 
 # bare: a one-node config, only for init.sh's database and slapd.conf.
 printf '[node 0]\naddress = 127.0.0.1\napp_port = 19941\ndata_dir = %s/bare\n' "$work" >"$work/bare.conf"
-sed -e "s#/tmp/apus-openldap/#$work/shm/#" -e 's/= 740\([123]\)$/= 1995\1/' \
-	-e 's/^guard .*/guard = off/' -e 's/^cluster .*/cluster = ldapbench-shm/' \
-	-e "s#{config_dir}#$PWD/apps/openldap#g" apps/openldap/cluster-shm.conf >"$work/shm.conf"
-sed -e "s#/tmp/apus-openldap-tcp/#$work/tcp/#" -e 's/= 7401$/= 19945/' -e 's/= 7420$/= 19946/' \
-	-e 's/= 7430$/= 19947/' -e 's/= 10\.77\.0\./= 10.82.0./' -e 's/= apus\([0-9]\)$/= apuslb\1/' \
-	-e 's/^guard .*/guard = off/' -e 's/^cluster .*/cluster = ldapbench-tcp/' \
-	-e "s#{config_dir}#$PWD/apps/openldap#g" apps/openldap/cluster-tcp.conf >"$work/tcp.conf"
-export APUS_NETNS_PREFIX=apuslb APUS_NETNS_SUBNET=10.82.0
-systems="apus-shm apus-tcp"
-netns_made=0
-if [ "$(id -u)" -eq 0 ] && bash scripts/netns.sh up 3 >/dev/null 2>&1; then
-	netns_made=1
-else
-	echo "apus-tcp: skipped (needs root and ip netns)"
-	systems="apus-shm"
-fi
-declare -A conf=([apus-shm]=$work/shm.conf [apus-tcp]=$work/tcp.conf)
-declare -A host=([apus-shm]=127.0.0.1 [apus-tcp]=10.82.0.1)
-declare -A port=([apus-shm]=19951 [apus-tcp]=19945)
-
-bare_pid=
-cleanup() {
-	[ -n "$bare_pid" ] && kill "$bare_pid" 2>/dev/null
-	"$apus" stop --config "$work/shm.conf" >/dev/null 2>&1 || true
-	"$apus" stop --config "$work/tcp.conf" >/dev/null 2>&1 || true
-	[ "$netns_made" -eq 1 ] && bash scripts/netns.sh down >/dev/null 2>&1
-	bash scripts/drop-regions.sh "$work" >/dev/null 2>&1 || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-# cpu_ticks PID... - utime+stime of all their threads.
-cpu_ticks() {
-	local p t=0
-	for p in "$@"; do
-		t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
-	done
-	echo "$t"
-}
 
 bind() { echo -x -D cn=admin,dc=apus,dc=test -w secret -H "ldap://$1:$2"; }
 
