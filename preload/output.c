@@ -64,7 +64,7 @@ static inline int before_output(int fd, const struct iovec *iov, int iovcnt,
 	*hash = NULL;
 	if (!s)
 		return 0;
-	request_order_wrote(fd);
+	request_order_wrote();
 	/* Written before the server read anything of this connection: the
 	 * same bytes on every replica only if the server's greeting is
 	 * deterministic, which the config may say it is not. */

@@ -3,9 +3,7 @@
  * "Multi-threaded servers").
  *
  * A request runs on the thread that read it, from the read that got its
- * input until the thread asks for input again (or, in a pool server, until
- * its reply is written and the thread that read it and the one that wrote
- * it both wait inside the server: handed_over_done): it waits for events
+ * input until the thread asks for input again: it waits for events
  * (epoll_wait), reads a replicated connection after writing to one (its
  * reply is out), reads another connection (an event loop handles one
  * at a time), or closes the request's connection.  A read of the same connection that finds nothing (EAGAIN)
@@ -46,19 +44,6 @@ static uint32_t token_waiters;
 /* Its holder waits inside the shim (a read's commit wait, a reply held
  * for commit), not in the server: it keeps the token. */
 static uint32_t holder_in_shim;
-/* The client whose request holds it, and the thread that wrote to that
- * client last since (none yet: another take's word): a pool server's
- * reading thread (slapd) answers, or hands the request to another that
- * answers, and then waits in the server for its next task, asking for no
- * input: once the reply is written and both wait, the request is done. */
-static int token_conn = -1;
-/* (The token's take << 32) | the writer's thread id: a write of an
- * earlier request, late, never counts for the next one. */
-static uint64_t token_writer;
-static uint32_t token_takes;
-/* How often a waiting thread looks whether such a request is done: two
- * reads of /proc. */
-#define HANDOFF_LOOK_NS (100 * 1000ULL)
 static uint64_t steal_warn_ns;
 
 /* This thread's part. */
@@ -84,31 +69,15 @@ static void token_release(void)
 	if (__atomic_load_n(&token, __ATOMIC_RELAXED) != me)
 		return;
 	__atomic_store_n(&holder_in_shim, 0, __ATOMIC_RELEASE);
-	__atomic_store_n(&token_conn, -1, __ATOMIC_RELAXED);
 	if (__atomic_compare_exchange_n(&token, &me, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED) &&
 	    __atomic_load_n(&token_waiters, __ATOMIC_SEQ_CST))
 		futex_wake_one(&token);
 }
 
-/* Whether HOLDER's request is done though it never asked for input: a
- * thread (HOLDER or another) answered its client, and both now wait in
- * the server (replay.c's handed_over_done is the backups' side of the
- * same rule). */
-static int handed_over_done(uint32_t holder)
-{
-	uint64_t word = __atomic_load_n(&token_writer, __ATOMIC_ACQUIRE);
-	uint32_t w = (uint32_t)word;
-
-	if ((uint32_t)(word >> 32) != __atomic_load_n(&token_takes, __ATOMIC_ACQUIRE))
-		return 0;	/* written for an earlier request */
-	return w && !__atomic_load_n(&holder_in_shim, __ATOMIC_ACQUIRE) && !thread_running(holder) &&
-	       (w == holder || !thread_running(w));
-}
-
 static void token_take(void)
 {
 	uint32_t seen = 0;	/* the holder we wait for, since SEEN_NS */
-	uint64_t seen_ns = 0, looked_ns = 0;
+	uint64_t seen_ns = 0;
 
 	uint32_t me = thread_id();
 
@@ -119,13 +88,6 @@ static void token_take(void)
 						__ATOMIC_RELAXED))
 			break;
 		uint64_t now = now_ns();
-		if (holder && now - looked_ns >= HANDOFF_LOOK_NS) {
-			looked_ns = now;
-			if (handed_over_done(holder) &&
-			    __atomic_compare_exchange_n(&token, &holder, me, 0, __ATOMIC_ACQUIRE,
-							__ATOMIC_RELAXED))
-				break;
-		}
 		if (holder != seen ||
 		    (now - seen_ns >= ORDER_STALL_NS &&
 		     (__atomic_load_n(&holder_in_shim, __ATOMIC_ACQUIRE) || thread_running(holder)))) {
@@ -153,8 +115,6 @@ static void token_take(void)
 	holding = 1;
 	got_input = 0;
 	wrote = 0;
-	__atomic_store_n(&token_conn, -1, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&token_takes, 1, __ATOMIC_ACQ_REL);
 }
 
 void request_order_idle(void)
@@ -176,13 +136,9 @@ void request_order_closed(int fd)
 		token_release();
 }
 
-void request_order_wrote(int fd)
+void request_order_wrote(void)
 {
-	uint32_t take = __atomic_load_n(&token_takes, __ATOMIC_ACQUIRE);
-
 	wrote = 1;
-	if (fd == __atomic_load_n(&token_conn, __ATOMIC_ACQUIRE))
-		__atomic_store_n(&token_writer, (uint64_t)take << 32 | thread_id(), __ATOMIC_RELEASE);
 }
 
 void request_order_shim_wait(int on)
@@ -204,13 +160,6 @@ void request_order_before_read(int fd, struct fd_slot *s, int flags)
 	}
 	if (s->kind != FD_CLIENT || !node_serving(shim_node))
 		return;
-	if (holding && __atomic_load_n(&token, __ATOMIC_RELAXED) != thread_id()) {
-		/* Taken from us meanwhile (our request was done, or stalled):
-		 * we hold nothing. */
-		holding = 0;
-		got_input = 0;
-		wrote = 0;
-	}
 	if (holding && !wrote && fd == token_fd)
 		return;		/* its request still reads its input */
 	if (holding)
@@ -223,7 +172,6 @@ void request_order_before_read(int fd, struct fd_slot *s, int flags)
 	}
 	token_take();
 	token_fd = fd;
-	__atomic_store_n(&token_conn, fd, __ATOMIC_RELEASE);
 	__atomic_store_n(&holder_in_shim, 1, __ATOMIC_RELEASE);
 }
 

@@ -137,7 +137,7 @@ int inplace_drop_kicks(struct fd_slot *set, struct epoll_event *ev, int n);
  * read one (S, with FLAGS), read N from it. */
 int request_order_on(void);
 void request_order_idle(void);
-void request_order_wrote(int fd);
+void request_order_wrote(void);
 void request_order_closed(int fd);
 /* The thread waits inside the shim (ON) or no longer (0): a reply held
  * for commit.  The token's holder keeps it meanwhile. */

@@ -801,25 +801,6 @@ static void warn_stall(struct replay *r, const struct turn *s)
 			"as the leader's had when it read it)");
 }
 
-/* thread_order = requests: whether the request of T's head turn, taken
- * whole, is done though its reader never asked for input again: a pool
- * server (slapd) answers on the reading thread or hands the request to
- * another that does, and both then wait in the server for their next
- * task.  Written to since, and both waiting: done.  The leader's token
- * ends by the same rule (request_order.c).  Looked at every
- * HANDOFF_LOOK_NS at most: two reads of /proc. */
-#define HANDOFF_LOOK_NS (100 * 1000ULL)
-static int handed_over_done(struct replay *r, struct replay_tap *t, uint64_t now)
-{
-	uint32_t reader = __atomic_load_n(&t->reader, __ATOMIC_RELAXED);
-	uint32_t writer = __atomic_load_n(&t->writer, __ATOMIC_RELAXED);
-
-	if (!writer || now - r->handoff_look_ns < HANDOFF_LOOK_NS)
-		return 0;
-	r->handoff_look_ns = now;
-	return !thread_running(reader) && (writer == reader || !thread_running(writer));
-}
-
 /* Skips turns of connections the server closed, and a turn the server has
  * left untaken for STALL_NS (its bytes may then be read out of turn). */
 static void skip_dead_turns(struct replay *r)
@@ -856,7 +837,7 @@ static void skip_dead_turns(struct replay *r)
 			uint64_t asked = __atomic_load_n(&s->asked_ns, __ATOMIC_RELAXED);
 			int waits = asked && __atomic_load_n(&s->last_ask_ns, __ATOMIC_RELAXED) -
 							 asked >= ORDER_STALL_NS;
-			if (waits || handed_over_done(r, s->tap, now)) {
+			if (waits) {
 				sched_advance(r, h);
 				continue;
 			}

@@ -33,10 +33,6 @@ struct replay_tap {
 	uint32_t ever_watched;	/* ... did so since this connection opened */
 	uint32_t waker;		/* the waker of the set that watches it (turns.h) */
 	uint32_t reader;	/* the server thread that read it last */
-	/* thread_order = requests: the server thread that wrote to it last
-	 * since its reader took a turn whole (0: none yet): the reader, or
-	 * another where a pool server hands a request over. */
-	uint32_t writer;
 	int32_t ours;		/* our end of the connection */
 	/* The server read input of it and has written nothing to it since:
 	 * a request it has not answered, or the first part of one it still
@@ -111,7 +107,6 @@ struct replay {
 	uint64_t close_tail;	/* the tail after the newest CLOSE turn */
 	uint64_t stall_head, stall_since;
 	uint64_t order_warn_ns;	/* when a request past ORDER_STALL_NS was last logged */
-	uint64_t handoff_look_ns;	/* when a handed-over request was last looked at */
 	uint32_t waiting;	/* the backup thread waits for the server to take turns */
 	uint32_t epoll_server;	/* the server watches its connections with epoll */
 	uint64_t held;		/* bytes of turns held here, not yet read */

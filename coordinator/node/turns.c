@@ -44,7 +44,6 @@ static void turn_complete(struct replay *r, struct turn *s, uint64_t h)
 		return;
 	}
 	replay_request_done(r);
-	__atomic_store_n(&s->tap->writer, 0, __ATOMIC_RELAXED);
 	s->done_ns = now_ns();
 	__atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
 	pending_r = r;
@@ -429,7 +428,6 @@ int replay_absorb(struct replay *r, struct replay_tap *t, const struct iovec *io
 {
 	struct rconn *c;
 
-	__atomic_store_n(&t->writer, thread_id(), __ATOMIC_RELAXED);
 	/* Whatever it writes answers what it read (replay_mid_requests), and
 	 * may let the head turn go (turn_waits_answer): its reader sleeps. */
 	if (__atomic_load_n(&t->unanswered, __ATOMIC_RELAXED)) {
