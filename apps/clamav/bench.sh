@@ -49,13 +49,6 @@ serving() {
 print(cc.ask(sys.argv[1], int(sys.argv[2]), b"PING", timeout=2))' "$1" "$2" 2>/dev/null)" = PONG ]
 }
 
-wait_serving() {
-	local i
-	for ((i = 0; i < 300; i++)); do serving "$1" "$2" && return 0; sleep 0.2; done
-	echo "bench.sh: nothing answers on $1:$2" >&2
-	return 1
-}
-
 # run_load NAME HOST PORT PID... - one workload run; a table row.
 run_load() {
 	local name=$1 h=$2 p=$3 out t0 t1 rate p50 p99 n

@@ -59,13 +59,6 @@ serving() {
 		>/dev/null 2>&1
 }
 
-wait_serving() {
-	local i
-	for ((i = 0; i < 300; i++)); do serving "$1" "$2" && return 0; sleep 0.2; done
-	echo "bench.sh: nothing answers on $1:$2" >&2
-	return 1
-}
-
 # serial_ms HOST PORT - the mean ms of one write, SERIAL modifies on one
 # connection with nothing else running.
 serial_ms() {

@@ -67,3 +67,12 @@ app_bench_cleanup() {
 	bash scripts/drop-regions.sh "$work" >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
+
+# wait_serving HOST PORT - until the app's own probe `serving HOST PORT`
+# (defined by the bench) succeeds, 60 s at most.
+wait_serving() {
+	local i
+	for ((i = 0; i < 300; i++)); do serving "$1" "$2" && return 0; sleep 0.2; done
+	echo "bench.sh: nothing answers on $1:$2" >&2
+	return 1
+}
