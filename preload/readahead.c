@@ -129,6 +129,7 @@ int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcn
 		if (!peek && !oq_may_read(&ra_q, fd, RA_STALL_NS))
 			goto keep_order;
 		*ret = (ssize_t)iov_scatter(iov, iovcnt, s->ra_buf + s->ra_off, s->ra_len - s->ra_off);
+		node_input_handed(shim_node, s->ra_idx);	/* a peek shows it too */
 		if (!peek) {
 			input_window_enter(s->ra_stamp, s->ra_idx);
 			if (*ret > 0)

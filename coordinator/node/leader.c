@@ -551,6 +551,15 @@ static void log_child_exits(struct node *n)
 	}
 }
 
+void node_input_handed(struct node *n, uint64_t idx)
+{
+	uint64_t cur = __atomic_load_n(&n->lead.handed_idx, __ATOMIC_RELAXED);
+
+	while (cur < idx && !__atomic_compare_exchange_n(&n->lead.handed_idx, &cur, idx, 0,
+							 __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+}
+
 int node_propose(struct node *n, int type, int flags, struct viewstamp conn,
 		 const struct iovec *iov, int iovcnt, size_t len, struct viewstamp *vs)
 {
@@ -562,8 +571,10 @@ int node_propose(struct node *n, int type, int flags, struct viewstamp conn,
 	if (type != ENTRY_CHILD)
 		log_child_exits(n);
 	last_idx = leader_submit(n, type, flags, conn, iov, iovcnt, len, vs, &last_pos, 1);
-	if (n->cfg.commit_wait == COMMIT_WAIT_REPLY)
+	if (n->cfg.commit_wait == COMMIT_WAIT_REPLY) {
+		node_input_handed(n, last_idx);
 		return 0;	/* node_wait_output() waits before the reply leaves */
+	}
 
 	struct entry_wait w = { last_idx,
 				(const struct entry_hdr *)(n->log + last_pos % n->log_size) };
@@ -638,7 +649,7 @@ static int all_committed(struct node *n, uint64_t idx)
 
 int node_wait_output(struct node *n)
 {
-	uint64_t idx = __atomic_load_n(&n->lead.last_idx, __ATOMIC_ACQUIRE);
+	uint64_t idx = __atomic_load_n(&n->lead.handed_idx, __ATOMIC_ACQUIRE);
 
 	if (deposed(n))
 		return -EPERM;

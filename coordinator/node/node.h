@@ -88,10 +88,18 @@ int node_input_room(struct node *n, int wait_us, int rest);
  * or -EAGAIN when the log is short of room (the record is left out). */
 int node_record(struct node *n, int type, const void *data, size_t len);
 
-/* Leader with commit_wait = reply: returns 0 once everything proposed so
- * far is committed, so a reply never reveals state a failover could lose;
- * -EPERM if the node was deposed first (the reply must not leave). */
+/* Leader with commit_wait = reply: returns 0 once every input the server
+ * was handed so far is committed, so a reply never reveals state a
+ * failover could lose; -EPERM if the node was deposed first (the reply
+ * must not leave).  Entries read ahead and not yet handed (the next
+ * batch, proposed while replies of the last one leave) are not waited
+ * for: nothing the server wrote can depend on them. */
 int node_wait_output(struct node *n);
+
+/* Leader: the server was handed the input of entry IDX (node_propose's
+ * entries are handed as they return; read-ahead's when the server takes
+ * them).  What node_wait_output waits for. */
+void node_input_handed(struct node *n, uint64_t idx);
 
 /* Whether the node takes application clients now (leads and is serving). */
 int node_serving(struct node *n);

@@ -44,6 +44,9 @@ struct node_lead {
 	uint64_t last_idx;	/* under lock */
 	uint64_t tail;		/* under lock: next free log position */
 	uint64_t self_acked;	/* atomic: highest index this node persisted */
+	/* atomic: the newest entry whose input the server was handed (what
+	 * its replies may reflect; read-ahead entries count once taken) */
+	uint64_t handed_idx;
 	uint64_t view_start;	/* index of this view's first entry: commit counts from there */
 	uint64_t peer_inc[APUS_MAX_NODES];	/* leader: incarnation each peer was synced for */
 	uint64_t peer_seq[APUS_MAX_NODES];	/* and which of its joins */

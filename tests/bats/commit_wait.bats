@@ -29,6 +29,12 @@ held_until_majority() {
 	start_cluster "$CONF"
 	port=$(leader_port)
 	[ "$(redis-cli -h "$(leader_host)" -p "$port" SET before 1)" = OK ] || fail "cluster does not answer"
+	# A connection opened before: its request's only uncommitted input is
+	# the request itself (a new connection's accept is one too).
+	local conn line
+	exec {conn}<>"/dev/tcp/$(leader_host)/$port"
+	printf 'SET open 1\r\n' >&"$conn"
+	read -r -t 10 -u "$conn" line || fail "no answer on a connection of our own"
 	local bs
 	bs=$(all_backups) || fail "not every other node is a backup"
 	for n in $bs; do
@@ -37,19 +43,27 @@ held_until_majority() {
 	FROZEN="${pids[*]}"
 	kill -STOP "${pids[@]}"
 	# The request must not be answered while no backup can hold it.
+	printf 'SET held-open %s\r\n' "$mode" >&"$conn"
 	redis-cli -h "$(leader_host)" -p "$port" SET held "$mode" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
 	pid=$!
 	sleep 1.5
 	if ! kill -0 "$pid" 2>/dev/null; then
 		fail "answered without a majority: '$(cat "$BATS_TEST_TMPDIR/out")'"
 	fi
+	if read -r -t 0.2 -u "$conn" line; then
+		fail "answered on an open connection without a majority: '$line'"
+	fi
 	kill -CONT "${pids[@]}"
 	FROZEN=
+	read -r -t 10 -u "$conn" line || fail "the open connection was never answered"
+	assert_eq "${line%$'\r'}" "+OK" "the open connection's reply once a majority holds it"
+	exec {conn}>&-
 	retry 50 0.1 bash -c "! kill -0 $pid 2>/dev/null" || fail "never answered after the backups resumed"
 	wait "$pid" || true
 	out=$(cat "$BATS_TEST_TMPDIR/out")
 	assert_eq "$out" "OK" "reply once a majority holds it"
 	wait_equal_on_all "$CONF" "$mode" GET held
+	wait_equal_on_all "$CONF" "$mode" GET held-open
 	wait_digests_equal "$CONF" 30
 }
 
