@@ -48,10 +48,12 @@ Q := @
 endif
 
 # The layers (ARCHITECTURE.md, tests/bats/layers.bats): common/ below all,
-# checker/ on common/, the coordinator's four folders above them.
+# checker/ on common/, the coordinator's four folders above them; the shim
+# (preload/) and the guard (guard/) on top, the CLI's commands (cli/) on the
+# guard.
 CORE_SRC := $(wildcard common/*.c checker/*.c coordinator/*/*.c)
 SHIM_SRC := $(wildcard preload/*.c)
-CLI_SRC := $(wildcard guard/*.c)
+CLI_SRC := $(wildcard cli/*.c guard/*.c)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
@@ -67,7 +69,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 FUZZ_REPLAY := $(FUZZ_NAMES:%=$(BUILD)/tests/unit/test_fuzz_%)
-# The guard's decoders that link without the CLI (guard/apus.c has main).
+# The guard's decoders that link without the CLI (cli/apus.c has main).
 FUZZ_GUARD_SRC := guard/snapshot_wire.c guard/ckpt_meta.c
 UNIT_BIN += $(FUZZ_REPLAY)
 FIXTURE := $(BUILD)/tests/unit/libfixture.so
@@ -110,8 +112,8 @@ $(BUILD)/tests/unit/test_readahead_queue: $(BUILD)/obj/preload/order_queue.o
 # Its fake server generator's seed function is found by dlsym.
 $(BUILD)/tests/unit/test_input_random: override LDFLAGS += -rdynamic
 # The CLI's config file writer, which needs nothing of the CLI else.
-$(BUILD)/tests/unit/test_members: UNIT_OBJ = $(BUILD)/obj/guard/config_update.o
-$(BUILD)/tests/unit/test_members: $(BUILD)/obj/guard/config_update.o
+$(BUILD)/tests/unit/test_members: UNIT_OBJ = $(BUILD)/obj/cli/config_update.o
+$(BUILD)/tests/unit/test_members: $(BUILD)/obj/cli/config_update.o
 
 $(BUILD)/tests/unit/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h \
 		$(FUZZ_GUARD_SRC:%.c=$(BUILD)/obj/%.o) $(LIBCORE)
@@ -143,7 +145,7 @@ test-full:
 
 # The whole suite (bats included) with libapus.so, the CLI and the unit
 # tests built under AddressSanitizer and UndefinedBehaviorSanitizer: the
-# servers run with the ASan runtime first in LD_PRELOAD (guard/start.c), and
+# servers run with the ASan runtime first in LD_PRELOAD (guard/spawn.c), and
 # every report written (log_path) fails the suite that made it.  Leaks are
 # not looked for here (servers are killed or exit holding memory by design);
 # make test's unit run under ASan does look for them.  T=NAME: only files

@@ -35,7 +35,7 @@
  *             requests leave nothing behind: clamd's scans)
  *   secret_file = apus.key    (tcp/rdma peer admission, see admission.h)
  *   verify_cmd = {config_dir}/verify.txt  (apus verify's default sweep: a
- *             file of bytes it sends through the leader; guard/verify.c)
+ *             file of bytes it sends through the leader; cli/verify.c)
  *   region_dir = /dev/shm     (memory file system holding the regions; none:
  *                             in data_dir, written back by msync; see wal.h)
  *   run_dir = /run/apus       (pid files and owner locks: <run_dir>/<cluster>-n<N>;

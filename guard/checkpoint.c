@@ -26,7 +26,7 @@
 #include "coordinator/storage/region_mail.h"
 #include "coordinator/storage/region_status.h"
 #include "coordinator/storage/region_wire.h"
-#include "cli.h"
+#include "host.h"
 #include "owner.h"
 
 #define ACK_TIMEOUT_MS 5000
@@ -67,10 +67,10 @@ int ckpt_run_watching(char *const argv[], const char *netns, const char *log, in
 	if (pid < 0)
 		return -1;
 	if (pid == 0) {
-		cli_redirect_stdio(log);
+		host_redirect_stdio(log);
 		if (prio == RUN_BACKGROUND)
 			(void)!nice(19);
-		if (netns && *netns && cli_enter_netns(netns) < 0)
+		if (netns && *netns && host_enter_netns(netns) < 0)
 			_exit(126);
 		execvp(argv[0], argv);
 		_exit(127);
@@ -87,14 +87,14 @@ int ckpt_run_watching(char *const argv[], const char *netns, const char *log, in
 		/* A task killed while CRIU holds it (ptrace-seized) can leave
 		 * CRIU waiting for ever on a zombie it traces: the guard would
 		 * never restore it, nor serve a peer's rebuild.  Stop CRIU. */
-		dead_ms = cli_pid_alive(target) ? 0 : dead_ms + WATCH_POLL_MS;
+		dead_ms = host_pid_alive(target) ? 0 : dead_ms + WATCH_POLL_MS;
 		if (dead_ms >= TARGET_DEAD_MS) {
 			kill(pid, SIGKILL);
 			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 				;
 			return RUN_TARGET_DIED;
 		}
-		cli_sleep_ms(WATCH_POLL_MS);
+		host_sleep_ms(WATCH_POLL_MS);
 	}
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
@@ -220,20 +220,20 @@ uint64_t ckpt_hold(struct region_ctl *ctl, int node, char *err, size_t errlen)
 {
 	struct ckpt_words *w = &region_mail(ctl)->ckpt;
 	uint64_t req = load64(&w->req);
-	uint64_t start = cli_mono_ms();
+	uint64_t start = host_mono_ms();
 
 	if (load64(&w->ack) > req)
 		req = load64(&w->ack);
 	req++;
 	store64(&w->req, req);
 	while (load64(&w->ack) != req) {
-		if (cli_mono_ms() - start > ACK_TIMEOUT_MS) {
+		if (host_mono_ms() - start > ACK_TIMEOUT_MS) {
 			seterr(err, errlen, "node %d did not answer the checkpoint request in %d ms",
 			       node, ACK_TIMEOUT_MS);
 			store64(&w->release, req);
 			return 0;
 		}
-		cli_sleep_ms(1);
+		host_sleep_ms(1);
 	}
 	if (load64(&w->refused)) {
 		seterr(err, errlen, "node %d leads: the leader is never checkpointed", node);
@@ -326,9 +326,9 @@ static int dump_held(const struct apus_config *cfg, int node, struct ckpt_info *
 	char *dump[] = { (char *)criu_binary(), "dump", "-t", pidarg, "-D", (char *)img,
 			 "--leave-running", "--tcp-established", "--network-lock", "skip",
 			 "--file-locks", "--ghost-limit", ghost, "-o", "dump.log", NULL };
-	t0 = cli_mono_ms();
+	t0 = host_mono_ms();
 	rc = ckpt_run_watching(dump, cfg->nodes[node].netns, dlog, RUN_BACKGROUND, c->pid);
-	c->dump_ms = cli_mono_ms() - t0;
+	c->dump_ms = host_mono_ms() - t0;
 	/* The server executes again whatever happened. */
 	store64(&w->release, req);
 	if (rc) {
@@ -387,7 +387,7 @@ int ckpt_take(const struct apus_config *cfg, int node, struct ckpt_info *out,
 	struct ckpt_words *w;
 	uint64_t req;
 
-	c.pid = cli_node_pid(cfg, node);
+	c.pid = host_node_pid(cfg, node);
 	if (!c.pid) {
 		seterr(err, errlen, "node %d is not running", node);
 		return -1;
@@ -495,10 +495,10 @@ static int restore_from(const struct apus_config *cfg, int node, const struct ck
 	/* CRIU gives the server its pid back: a dead one's zombie holds it
 	 * until its parent (init, for a server whose starter exited) reaps it,
 	 * which some inits do only now and then. */
-	for (int waited = 0; kill(c->pid, 0) == 0 && !cli_pid_alive(c->pid) && waited < 15000;
+	for (int waited = 0; kill(c->pid, 0) == 0 && !host_pid_alive(c->pid) && waited < 15000;
 	     waited += 100)
-		cli_sleep_ms(100);
-	if (cli_pid_alive(c->pid)) {
+		host_sleep_ms(100);
+	if (host_pid_alive(c->pid)) {
 		seterr(err, errlen, "pid %d, which checkpoint %s's server had, is taken by another "
 		       "process: node %d cannot be restored from it", (int)c->pid, c->id, node);
 		return -1;
@@ -521,7 +521,7 @@ static int restore_from(const struct apus_config *cfg, int node, const struct ck
 			snprintf(b, sizeof(b), "%s/restore-first.log", img);
 			rename(a, b);
 		}
-		cli_sleep_ms(200);
+		host_sleep_ms(200);
 	}
 	if (rc) {
 		char line[400], rl[PATH_MAX + 64];
@@ -535,11 +535,11 @@ static int restore_from(const struct apus_config *cfg, int node, const struct ck
 		       rc == 127 ? "criu not found" : line);
 		return -1;
 	}
-	if (!cli_pid_alive(c->pid)) {
+	if (!host_pid_alive(c->pid)) {
 		seterr(err, errlen, "node %d's restored process (pid %d) is gone", node, (int)c->pid);
 		return -1;
 	}
-	cli_write_pidfile(cfg, node, "apus.pid", c->pid);
+	host_write_pidfile(cfg, node, "apus.pid", c->pid);
 	return 0;
 }
 
@@ -549,7 +549,7 @@ int ckpt_restore(const struct apus_config *cfg, int node, const char *id, struct
 	struct ckpt_info list[CKPT_MAX];
 	char why[300], msg[600], root[PATH_MAX];
 	int n, tried = 0;
-	pid_t running = cli_node_pid(cfg, node);
+	pid_t running = host_node_pid(cfg, node);
 
 	if (running) {
 		seterr(err, errlen, "node %d is running (pid %d): stop it before restoring it", node,

@@ -16,9 +16,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
-
-
 int ckpt_join_path(char *out, size_t len, const char *a, const char *b)
 {
 	int n = snprintf(out, len, "%s/%s", a, b);

@@ -1,4 +1,5 @@
-/* apus guard (also run as apus-guard): one per replica, started by
+/* apus guard (also run as apus-guard; cli/guard_cmd.c reads its options
+ * and calls guard_run, guard.h): one per replica, started by
  * apus start when the config says guard = on.  It watches the node's
  * server; takes checkpoints of it while it is a backup, every
  * checkpoint_interval_s seconds or checkpoint_entries entries; and when
@@ -34,44 +35,15 @@
 #include "coordinator/storage/region.h"
 #include "coordinator/storage/region_status.h"
 #include "checkpoint.h"
-#include "cli.h"
+#include "guard.h"
+#include "host.h"
 #include "owner.h"
 #include "rebuild.h"
 #include "repair.h"
 #include "snapshot_net.h"
 
 #define TICK_MS 100
-#define GUARD_PIDFILE "apus.guard.pid"
 #define RESTARTS_PER_MINUTE 5
-
-static const char usage[] =
-	"usage: apus guard --config FILE --node N [--service]\n"
-	"       apus guard --config FILE --service\n"
-	"       apus-guard --config FILE --node N\n"
-	"\n"
-	"Supervises node N's server (apus start runs it when the config has\n"
-	"guard = on): checkpoints the node while it is a backup, every\n"
-	"checkpoint_interval_s seconds and/or checkpoint_entries entries (keeping\n"
-	"checkpoint_keep), and brings the server back when it dies: restored from\n"
-	"its newest intact checkpoint if it was a backup, else started afresh.\n"
-	"A backup the leader's log left behind (apus status: needs rebuild) is\n"
-	"rebuilt from a peer's snapshot (apus rebuild; needs snapshot_cmd).\n"
-	"With guard_port set for its node it serves snapshots of its backup to\n"
-	"peers being rebuilt, on the node's address (cluster key required).\n"
-	"Without a working CRIU it only restarts.  SIGTERM stops it (the server\n"
-	"keeps running).  Logs to <data_dir>/apus.guard.log.  While apus start,\n"
-	"restore, rebuild or stop acts on the node, the guard stands aside.\n"
-	"\n"
-	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"
-	"  -n, --node N        the node to guard (required, but with --service: the\n"
-	"                      one node of the config that lives on this host)\n"
-	"      --service       run as a service's main process (systemd): start the\n"
-	"                      node's server (or adopt the running one) first, and\n"
-	"                      on SIGTERM stop it and every process of the node\n"
-	"  -h, --help          this text\n"
-	"\n"
-	"Exit status: 0 stopped by SIGTERM; 1 the node could not be started\n"
-	"(--service) or another error; 2 usage; 3 the node already has a guard.\n";
 
 static volatile sig_atomic_t stop_requested;
 
@@ -103,13 +75,10 @@ static void glog_warn(const char *msg)
 	glog("%s", msg);
 }
 
-pid_t cli_guard_pid(const struct apus_config *cfg, int node)
-{
-	return cli_pidfile_pid(cfg, node, GUARD_PIDFILE);
-}
-
 struct guard {
-	struct cli c;
+	struct apus_config cfg;
+	int node;
+	int timeout_ms;		/* --service: how long its server may take to be ready */
 	char lib[PATH_MAX];
 	int criu_ok;
 	int last_role;		/* the server's role when last seen alive */
@@ -127,11 +96,11 @@ struct guard {
 static int own_node(struct guard *g)
 {
 	char holder[300];
-	int fd = owner_lock(&g->c.cfg, g->c.node, OWNER_LOCK_FILE, "apus guard", 0, NULL, holder,
+	int fd = owner_lock(&g->cfg, g->node, OWNER_LOCK_FILE, "apus guard", 0, NULL, holder,
 			    sizeof(holder));
 
 	if (fd == -1 && !g->said_aside)
-		glog("standing aside: %s acts on node %d", holder, g->c.node);
+		glog("standing aside: %s acts on node %d", holder, g->node);
 	else if (fd == -2)
 		glog("%s", holder);
 	g->said_aside = fd == -1;
@@ -143,11 +112,11 @@ static int own_node(struct guard *g)
 static pid_t running_server(struct guard *g)
 {
 	int adopted;
-	pid_t pid = node_server(&g->c.cfg, g->c.node, &adopted);
+	pid_t pid = node_server(&g->cfg, g->node, &adopted);
 
 	if (pid && adopted) {
-		cli_write_pidfile(&g->c.cfg, g->c.node, "apus.pid", pid);
-		glog("node %d runs as pid %d, which apus had not recorded: guarding it", g->c.node,
+		host_write_pidfile(&g->cfg, g->node, "apus.pid", pid);
+		glog("node %d runs as pid %d, which apus had not recorded: guarding it", g->node,
 		     (int)pid);
 	}
 	return pid;
@@ -155,13 +124,13 @@ static pid_t running_server(struct guard *g)
 
 static int periodic_due(struct guard *g, uint64_t applied)
 {
-	const struct apus_config *cfg = &g->c.cfg;
+	const struct apus_config *cfg = &g->cfg;
 
 	/* Nothing executed since the last one: it would be the same state. */
 	if (g->last_ckpt_idx && applied == g->last_ckpt_idx)
 		return 0;
 	if (cfg->checkpoint_interval_s &&
-	    cli_mono_ms() - g->last_ckpt_ms >= (uint64_t)cfg->checkpoint_interval_s * 1000)
+	    host_mono_ms() - g->last_ckpt_ms >= (uint64_t)cfg->checkpoint_interval_s * 1000)
 		return 1;
 	return cfg->checkpoint_entries && applied >= g->last_ckpt_idx + cfg->checkpoint_entries;
 }
@@ -175,15 +144,15 @@ static void take_checkpoint(struct guard *g)
 
 	if (fd < 0)
 		return;
-	g->last_ckpt_ms = cli_mono_ms();
-	int rc = ckpt_take(&g->c.cfg, g->c.node, &k, NULL, err, sizeof(err));
+	g->last_ckpt_ms = host_mono_ms();
+	int rc = ckpt_take(&g->cfg, g->node, &k, NULL, err, sizeof(err));
 	owner_unlock(fd);
 	if (rc) {
 		glog("checkpoint failed: %s", err);
 		return;
 	}
 	g->last_ckpt_idx = k.index;
-	int gone = ckpt_prune(&g->c.cfg, g->c.node, g->c.cfg.checkpoint_keep);
+	int gone = ckpt_prune(&g->cfg, g->node, g->cfg.checkpoint_keep);
 	glog("checkpoint %s: entry %llu, images %.1f MB, dump %llu ms%s%s", k.id,
 	     (unsigned long long)k.index, k.image_bytes / 1e6, (unsigned long long)k.dump_ms,
 	     k.drained ? "" : ", its server's unread input in the image",
@@ -193,7 +162,7 @@ static void take_checkpoint(struct guard *g)
 /* Whether another restart fits in the budget of RESTARTS_PER_MINUTE. */
 static int may_restart(struct guard *g)
 {
-	uint64_t now = cli_mono_ms() / 1000;
+	uint64_t now = host_mono_ms() / 1000;
 	int oldest = 0;
 
 	for (int i = 1; i < RESTARTS_PER_MINUTE; i++)
@@ -218,7 +187,7 @@ static void bring_back(struct guard *g)
 	pid_t pid = running_server(g);
 	if (pid)
 		glog("node %d is running again (pid %d), brought back by another: nothing to do",
-		     g->c.node, (int)pid);
+		     g->node, (int)pid);
 	else
 		bring_back_owned(g);
 	owner_unlock(fd);
@@ -228,7 +197,7 @@ static void bring_back_owned(struct guard *g)
 {
 	struct ckpt_info used;
 	char err[600];
-	int node = g->c.node;
+	int node = g->node;
 
 	if (!may_restart(g)) {
 		glog("node %d died %d times within a minute: not bringing it back (see apus.log)",
@@ -237,7 +206,7 @@ static void bring_back_owned(struct guard *g)
 		return;
 	}
 	if (g->last_role == ROLE_BACKUP && g->criu_ok) {
-		if (!ckpt_restore(&g->c.cfg, node, NULL, &used, glog_warn, err, sizeof(err))) {
+		if (!ckpt_restore(&g->cfg, node, NULL, &used, glog_warn, err, sizeof(err))) {
 			glog("node %d died as a backup: restored from checkpoint %s (entry %llu, pid %d)",
 			     node, used.id, (unsigned long long)used.index, (int)used.pid);
 			return;
@@ -246,7 +215,7 @@ static void bring_back_owned(struct guard *g)
 	} else {
 		glog("node %d died as a %s: starting it afresh", node, role_label(g->last_role));
 	}
-	pid_t pid = cli_spawn_node(&g->c.cfg, node, g->lib);
+	pid_t pid = host_spawn_node(&g->cfg, node, g->lib);
 	if (pid > 0)
 		glog("node %d started again (pid %d)", node, (int)pid);
 }
@@ -258,23 +227,23 @@ static void rebuild_node(struct guard *g, pid_t pid, int from, const char *why)
 {
 	struct rebuild_info r;
 	char err[600];
-	int node = g->c.node;
+	int node = g->node;
 	int fd = own_node(g);
 
 	if (fd < 0)
 		return;
-	if (!may_restart(g) || cli_node_pid(&g->c.cfg, node) != pid) {
+	if (!may_restart(g) || host_node_pid(&g->cfg, node) != pid) {
 		owner_unlock(fd);
 		return;
 	}
 	if (why)
 		glog("node %d %s: replacing it with one rebuilt from a peer", node, why);
 	kill(pid, SIGKILL);
-	for (int waited = 0; cli_pid_alive(pid) && waited < 5000; waited += 10) {
+	for (int waited = 0; host_pid_alive(pid) && waited < 5000; waited += 10) {
 		waitpid(pid, NULL, WNOHANG);
-		cli_sleep_ms(10);
+		host_sleep_ms(10);
 	}
-	int rc = node_rebuild(&g->c.cfg, node, from, g->lib, &r, NULL, err, sizeof(err));
+	int rc = node_rebuild(&g->cfg, node, from, g->lib, &r, NULL, err, sizeof(err));
 	owner_unlock(fd);
 	if (rc) {
 		glog("rebuilding node %d failed: %s", node, err);
@@ -294,10 +263,10 @@ static void rebuild_node(struct guard *g, pid_t pid, int from, const char *why)
  * peer's snapshot (rebuild.h). */
 static void rebuild_behind(struct guard *g, pid_t pid)
 {
-	if (!g->c.cfg.snapshot_cmd[0]) {
+	if (!g->cfg.snapshot_cmd[0]) {
 		if (!g->said_no_rebuild)
 			glog("node %d is behind the leader's log and cannot be rebuilt: the config "
-			     "sets no snapshot_cmd / snapshot_file", g->c.node);
+			     "sets no snapshot_cmd / snapshot_file", g->node);
 		g->said_no_rebuild = 1;
 		return;
 	}
@@ -309,43 +278,23 @@ static int repair_diverged(struct guard *g, pid_t pid, uint64_t divergences)
 {
 	int leader;
 
-	if (!repair_due(&g->c.cfg, g->c.node, pid, divergences, &g->repair, &leader, glog))
+	if (!repair_due(&g->cfg, g->node, pid, divergences, &g->repair, &leader, glog))
 		return 0;
 	rebuild_node(g, pid, REBUILD_FROM_LEADER, NULL);
 	return 1;
 }
 
-/* --service without --node: the one node of the config on this host. */
-static int local_node(const struct apus_config *cfg)
-{
-	int found = -1;
-
-	for (int i = 0; i < cfg->nnodes; i++) {
-		if (!cli_node_is_local(cfg, i) || !config_is_member(cfg, i))
-			continue;
-		if (found >= 0) {
-			cli_error("guard: nodes %d and %d of %s both live on this host: say which with "
-				  "--node N", found, i, cfg->path);
-			return -1;
-		}
-		found = i;
-	}
-	if (found < 0)
-		cli_error("guard: no node of %s lives on this host (use --node N)", cfg->path);
-	return found;
-}
-
 /* --service: the node runs when this returns 0 (started now, or adopted). */
 static int service_start(struct guard *g)
 {
-	const struct apus_config *cfg = &g->c.cfg;
-	int node = g->c.node, ready = 0;
+	const struct apus_config *cfg = &g->cfg;
+	int node = g->node, ready = 0;
 	char holder[300];
-	int fd = owner_lock(cfg, node, OWNER_LOCK_FILE, "apus guard --service", g->c.timeout_ms, NULL,
+	int fd = owner_lock(cfg, node, OWNER_LOCK_FILE, "apus guard --service", g->timeout_ms, NULL,
 			    holder, sizeof(holder));
 
 	if (fd < 0) {
-		cli_error("node %d: %s", node, fd == -1 ? strcat(holder, " still acts on it") : holder);
+		host_error("node %d: %s", node, fd == -1 ? strcat(holder, " still acts on it") : holder);
 		return -1;
 	}
 	pid_t pid = running_server(g);
@@ -354,87 +303,71 @@ static int service_start(struct guard *g)
 		owner_unlock(fd);
 		return 0;
 	}
-	if (cli_mkdirs(cfg->nodes[node].data_dir) || cli_ensure_key(cfg, node) ||
-	    (pid = cli_spawn_node(cfg, node, g->lib)) < 0) {
+	if (host_mkdirs(cfg->nodes[node].data_dir) || host_ensure_key(cfg, node) ||
+	    (pid = host_spawn_node(cfg, node, g->lib)) < 0) {
 		owner_unlock(fd);
 		return -1;
 	}
 	for (int waited = 0; !ready; waited += TICK_MS) {
-		ready = cli_node_ready(cfg, node, pid, holder, sizeof(holder));
-		if (!ready && waited >= g->c.timeout_ms) {
+		ready = host_node_ready(cfg, node, pid, holder, sizeof(holder));
+		if (!ready && waited >= g->timeout_ms) {
 			snprintf(holder, sizeof(holder), "node %d was not ready after %d ms", node,
-				 g->c.timeout_ms);
+				 g->timeout_ms);
 			ready = -1;
 		}
 		if (ready < 0) {
-			cli_error("%s (see its apus.log)", holder);
+			host_error("%s (see its apus.log)", holder);
 			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			owner_unlock(fd);
 			return -1;
 		}
 		if (!ready)
-			cli_sleep_ms(TICK_MS);
+			host_sleep_ms(TICK_MS);
 	}
 	glog("node %d started (pid %d)", node, (int)pid);
 	owner_unlock(fd);
 	return 0;
 }
 
-int cmd_guard(int argc, char **argv)
+int guard_run(const struct apus_config *cfg, int node, int timeout_ms, int service)
 {
 	struct timespec tick = { 0, TICK_MS * 1000000L };
-	struct guard g = { .last_role = ROLE_DOWN };
+	struct guard g = { .cfg = *cfg, .node = node, .timeout_ms = timeout_ms,
+			   .last_role = ROLE_DOWN, .service = service };
 	struct sigaction sa = { .sa_handler = on_term };
-	char why[300], *rest[64];
-	int n = 0, rc;
+	char why[300];
+	int rc = 0;
 
-	/* --service is the guard's own flag; the rest are the common options. */
-	for (int i = 0; i < argc && n < 63; i++) {
-		if (i && !strcmp(argv[i], "--service"))
-			g.service = 1;
-		else
-			rest[n++] = argv[i];
-	}
-	rest[n] = NULL;
-	rc = cli_parse(&g.c, "guard", usage, n, rest);
-	if (rc)
-		return rc > 0 ? 0 : 2;
-	if (g.c.node < 0 && g.service && (g.c.node = local_node(&g.c.cfg)) < 0)
-		return 2;
-	if (g.c.node < 0) {
-		cli_error("guard: --node N is required");
-		return 2;
-	}
-	if (cli_find_lib(g.lib, sizeof(g.lib)))
+	if (host_find_lib(g.lib, sizeof(g.lib)))
 		return 1;
 	/* Held while this guard runs: one guard per node. */
-	int guard_lock = owner_lock(&g.c.cfg, g.c.node, GUARD_LOCK_FILE, "apus guard", 0, NULL, why,
+	int guard_lock = owner_lock(&g.cfg, g.node, GUARD_LOCK_FILE, "apus guard", 0, NULL, why,
 				    sizeof(why));
 	if (guard_lock == -1) {
-		cli_error("node %d already has a guard: %s", g.c.node, why);
+		host_error("node %d already has a guard: %s", g.node, why);
 		return EXIT_OWNED;
 	}
 	if (guard_lock == -2) {
-		cli_error("%s", why);
+		host_error("%s", why);
 		return 1;
 	}
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	cli_write_pidfile(&g.c.cfg, g.c.node, GUARD_PIDFILE, getpid());
+	host_write_pidfile(&g.cfg, g.node, GUARD_PIDFILE, getpid());
 	g.criu_ok = criu_usable(why, sizeof(why)) == 0;
-	glog("guarding node %d; %s", g.c.node,
+	glog("guarding node %d; %s", g.node,
 	     g.criu_ok ? "checkpoints on (CRIU works)" : why);
-	g.last_ckpt_ms = cli_mono_ms();
+	g.last_ckpt_ms = host_mono_ms();
 	if (g.service && service_start(&g)) {
 		owner_unlock(guard_lock);
 		return 1;
 	}
 	/* Peers being rebuilt fetch snapshots of our backup from here. */
 	int lfd = -1;
-	if (g.c.cfg.nodes[g.c.node].guard_port) {
-		lfd = snapnet_listen(&g.c.cfg, g.c.node, why, sizeof(why));
+	if (g.cfg.nodes[g.node].guard_port) {
+		lfd = snapnet_listen(&g.cfg, g.node, why, sizeof(why));
 		if (lfd < 0)
 			glog("not serving snapshots to peers: %s", why);
 	}
@@ -443,7 +376,7 @@ int cmd_guard(int argc, char **argv)
 		while (waitpid(-1, NULL, WNOHANG) > 0)
 			;
 		pid_t pid = running_server(&g);
-		const struct region_ctl *ctl = region_map_ctl(&g.c.cfg, g.c.node);
+		const struct region_ctl *ctl = region_map_ctl(&g.cfg, g.node);
 		int role = ROLE_DOWN, behind = 0, recoverable = 0;
 		uint64_t applied = 0, divergences = 0;
 
@@ -480,7 +413,7 @@ int cmd_guard(int argc, char **argv)
 		if (lfd >= 0) {
 			struct pollfd p = { lfd, POLLIN, 0 };
 			if (poll(&p, 1, TICK_MS) > 0)
-				snapnet_serve(&g.c.cfg, g.c.node, lfd, glog_warn);
+				snapnet_serve(&g.cfg, g.node, lfd, glog_warn);
 		} else {
 			nanosleep(&tick, NULL);
 		}
@@ -488,15 +421,15 @@ int cmd_guard(int argc, char **argv)
 	if (lfd >= 0)
 		close(lfd);
 	char path[PATH_MAX];
-	if (!config_run_path(&g.c.cfg, g.c.node, GUARD_PIDFILE, path, sizeof(path)))
+	if (!config_run_path(&g.cfg, g.node, GUARD_PIDFILE, path, sizeof(path)))
 		unlink(path);
 	if (g.service) {
 		int which[APUS_MAX_NODES] = { 0 };
-		which[g.c.node] = 1;
-		glog("stopping node %d", g.c.node);
-		rc = cli_stop_nodes(&g.c.cfg, which, 10000, 0);
+		which[g.node] = 1;
+		glog("stopping node %d", g.node);
+		rc = host_stop_nodes(&g.cfg, which, 10000, 0);
 	} else {
-		glog("stopping (node %d's server keeps running)", g.c.node);
+		glog("stopping (node %d's server keeps running)", g.node);
 	}
 	owner_unlock(guard_lock);
 	return rc;

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "coordinator/node/child_env.h"
-#include "cli.h"
+#include "host.h"
 
 static void read_holder(int fd, char *out, size_t len)
 {
@@ -49,7 +49,7 @@ int owner_acting(const struct apus_config *cfg, int node, char *out, size_t len)
 		return 0;	/* emptied by its last holder: nobody acts */
 	buf[n] = '\0';
 	buf[strcspn(buf, "\n")] = '\0';
-	if (sscanf(buf, "%d %n", &pid, &used) < 1 || !used || !cli_pid_alive(pid))
+	if (sscanf(buf, "%d %n", &pid, &used) < 1 || !used || !host_pid_alive(pid))
 		return 0;
 	snprintf(out, len, "%s (pid %d)", buf + used, pid);
 	return 1;
@@ -64,7 +64,7 @@ int owner_lock(const struct apus_config *cfg, int node, const char *file, const 
 	if (waited)
 		*waited = 0;
 	if (config_run_path(cfg, node, file, path, sizeof(path)) ||
-	    cli_mkdirs(cfg->nodes[node].run_dir)) {
+	    host_mkdirs(cfg->nodes[node].run_dir)) {
 		snprintf(holder, len, "cannot create run_dir %s of node %d: %s",
 			 cfg->nodes[node].run_dir, node, strerror(errno));
 		return -2;
@@ -87,7 +87,7 @@ int owner_lock(const struct apus_config *cfg, int node, const char *file, const 
 			close(fd);
 			return -1;
 		}
-		cli_sleep_ms(20);
+		host_sleep_ms(20);
 	}
 	/* Ours now: name ourselves for whoever finds it taken. */
 	int n = snprintf(line, sizeof(line), "%d %s\n", (int)getpid(), what);
@@ -172,7 +172,7 @@ int node_owns_pid(const struct apus_config *cfg, int node, pid_t pid)
 {
 	pid_t holder;
 
-	if (pid <= 0 || !cli_pid_alive(pid))
+	if (pid <= 0 || !host_pid_alive(pid))
 		return 0;
 	/* No holder: the server has not taken it yet (it is starting). */
 	holder = server_lock_holder(cfg, node);
@@ -193,7 +193,7 @@ static int env_has(const char *env, size_t n, const char *want)
 	return 0;
 }
 
-/* Whether PID's environment names the node: what cli_spawn_node ran, and
+/* Whether PID's environment names the node: what host_spawn_node ran, and
  * its children, unless the server wrote over its environment (Redis does,
  * for its process title: the server lock finds those); and the recovery
  * point commands the node ran (CHILD_ENV_NODE), which live in sessions of
@@ -235,7 +235,7 @@ int node_processes(const struct apus_config *cfg, int node, pid_t *out, int max)
 		if (!isdigit((unsigned char)d->d_name[0]))
 			continue;
 		pid_t pid = (pid_t)atoi(d->d_name);
-		if (pid == getpid() || !cli_pid_alive(pid))
+		if (pid == getpid() || !host_pid_alive(pid))
 			continue;
 		if (!(have_id && has_open(pid, &id)) &&
 		    !env_names_node(pid, want_config, want_node, want_cmd))
@@ -307,7 +307,7 @@ static int works_in(pid_t pid, const char *dir)
 }
 
 /* NODE's processes (node_processes) and, while the server recorded last is
- * dead, the live members of its session (cli_spawn_node made it a session
+ * dead, the live members of its session (host_spawn_node made it a session
  * leader) that work in the node's data directory (the server's children
  * and snapshot_cmd's do): a child that closed the server lock and whose
  * environment the server wrote over (Redis's BGSAVE child) is found only
@@ -320,13 +320,13 @@ static int leftovers(const struct apus_config *cfg, int node, pid_t dead, pid_t 
 	struct dirent *d;
 	DIR *proc;
 
-	if (dead <= 0 || cli_pid_alive(dead) || !(proc = opendir("/proc")))
+	if (dead <= 0 || host_pid_alive(dead) || !(proc = opendir("/proc")))
 		return n;
 	while ((d = readdir(proc))) {
 		pid_t pid = (pid_t)atoi(d->d_name);
 		int known = 0;
 
-		if (pid <= 0 || pid == getpid() || session_of(pid) != dead || !cli_pid_alive(pid) ||
+		if (pid <= 0 || pid == getpid() || session_of(pid) != dead || !host_pid_alive(pid) ||
 		    !works_in(pid, cfg->nodes[node].data_dir))
 			continue;
 		for (int i = 0; i < n && i < max; i++)
@@ -347,7 +347,7 @@ int node_end_leftovers(const struct apus_config *cfg, int node, int wait_ms)
 	for (int waited = 0; n && waited < wait_ms; waited += 10) {
 		for (int i = 0; i < n && i < 64; i++)
 			kill(pids[i], SIGKILL);
-		cli_sleep_ms(10);
+		host_sleep_ms(10);
 		n = leftovers(cfg, node, dead, pids, 64);
 	}
 	return n;
@@ -362,7 +362,7 @@ pid_t process_parent(pid_t pid)
 
 pid_t node_server(const struct apus_config *cfg, int node, int *adopted)
 {
-	pid_t recorded = cli_node_pid(cfg, node), holder;
+	pid_t recorded = host_node_pid(cfg, node), holder;
 
 	if (adopted)
 		*adopted = 0;

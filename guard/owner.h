@@ -8,7 +8,7 @@
  * shim takes it for the life of the process; CRIU restores it with the
  * process, whoever restored it).  A node's processes are those that have
  * that file open (the server and what it forked) or whose environment
- * names the node (APUS_CONFIG and APUS_NODE, set by cli_spawn_node: what
+ * names the node (APUS_CONFIG and APUS_NODE, set by host_spawn_node: what
  * it ran and its children, for servers that keep their environment; or
  * APUS_CONFIG and CHILD_ENV_NODE, set by the node for its snapshot_cmd and
  * snapshot_load_cmd: coordinator/node/child_env.h). */
@@ -22,6 +22,10 @@
 
 #define OWNER_LOCK_FILE "apus.owner.lock"
 #define GUARD_LOCK_FILE "apus.guard.lock"
+
+/* Exit status of a command that found the node owned or running already,
+ * and so did nothing (restore, rebuild, guard). */
+#define EXIT_OWNED 3
 
 /* Takes NODE's lock FILE (OWNER_LOCK_FILE or GUARD_LOCK_FILE) for WHAT
  * (e.g. "apus restore"), waiting up to WAIT_MS for its holder.  Returns

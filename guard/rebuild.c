@@ -17,7 +17,7 @@
 #include "coordinator/storage/region_mail.h"
 #include "coordinator/storage/region_status.h"
 #include "checkpoint.h"
-#include "cli.h"
+#include "host.h"
 #include "snapshot_net.h"
 
 /* How long the new node may take to load the snapshot and join; the
@@ -33,7 +33,7 @@
 /* A live backup synced to its leader and not left behind. */
 int rebuild_source_ok(const struct apus_config *cfg, int k, uint64_t *applied)
 {
-	pid_t pid = cli_node_pid(cfg, k);
+	pid_t pid = host_node_pid(cfg, k);
 	const struct region_ctl *ctl;
 	int ok = 0;
 
@@ -63,7 +63,7 @@ static int pick_sources(const struct apus_config *cfg, int node, int from, int *
 			snprintf(err, errlen, "--from %d: pick another node of the cluster", from);
 			return -1;
 		}
-		if (cli_node_is_local(cfg, from) && !cfg->nodes[from].guard_port &&
+		if (host_node_is_local(cfg, from) && !cfg->nodes[from].guard_port &&
 		    !rebuild_source_ok(cfg, from, &a)) {
 			snprintf(err, errlen, "node %d is not a live backup synced to its leader (the "
 					      "leader is never paused; see apus status)", from);
@@ -87,7 +87,7 @@ static int pick_sources(const struct apus_config *cfg, int node, int from, int *
 	}
 	/* Nodes of other hosts: only their guards can tell. */
 	for (int k = 0; k < cfg->nnodes; k++)
-		if (k != node && cfg->nodes[k].guard_port && !cli_node_is_local(cfg, k)) {
+		if (k != node && cfg->nodes[k].guard_port && !host_node_is_local(cfg, k)) {
 			int dup = 0;
 			for (int i = 0; i < n; i++)
 				dup |= cand[i] == k;
@@ -169,10 +169,10 @@ static int copy_snapshot(const struct apus_config *cfg, int from, const char *na
 static int wait_joined(const struct apus_config *cfg, int node, pid_t pid, uint64_t index,
 		       char *err, size_t errlen)
 {
-	for (uint64_t start = cli_mono_ms(); cli_mono_ms() - start < JOIN_TIMEOUT_MS;
-	     cli_sleep_ms(10)) {
+	for (uint64_t start = host_mono_ms(); host_mono_ms() - start < JOIN_TIMEOUT_MS;
+	     host_sleep_ms(10)) {
 		waitpid(pid, NULL, WNOHANG);	/* ours if we started it: no zombie */
-		if (!cli_pid_alive(pid)) {
+		if (!host_pid_alive(pid)) {
 			snprintf(err, errlen, "node %d's server exited while loading the snapshot "
 					      "(see its apus.log)", node);
 			return -1;
@@ -213,7 +213,7 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 		return -1;
 	}
 	w = &region_mail(h->ctl)->ckpt;
-	for (uint64_t t0 = cli_mono_ms();;) {
+	for (uint64_t t0 = host_mono_ms();;) {
 		uint64_t open, mid;
 
 		h->req = ckpt_hold(h->ctl, node, err, errlen);
@@ -229,13 +229,13 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 		 * entry where every read was answered, for MID_WAIT_MS at most
 		 * (a client may keep it reading without answers). */
 		if ((cfg->snapshot_connections != SNAPSHOT_CONNECTIONS_NONE || !open) &&
-		    (!mid || cli_mono_ms() - t0 > MID_WAIT_MS))
+		    (!mid || host_mono_ms() - t0 > MID_WAIT_MS))
 			break;
 		/* A session is no part of a snapshot: a point where a client is
 		 * connected would lose it (the node's own snapshots wait for such
 		 * an entry too: coordinator/node/snapshot.c).  Another entry, soon. */
 		store64(&region_mail(h->ctl)->ckpt.release, h->req);
-		if (open && cli_mono_ms() - t0 > CONNS_WAIT_MS) {
+		if (open && host_mono_ms() - t0 > CONNS_WAIT_MS) {
 			snprintf(err, errlen, "node %d had %llu client connection%s open at every entry "
 					      "for %d s: a snapshot there would lose %s (snapshot_connections = "
 					      "none); try again when clients disconnect", node,
@@ -247,7 +247,7 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 		}
 		usleep(100 * 1000);
 	}
-	h->held_at_ms = cli_mono_ms();
+	h->held_at_ms = host_mono_ms();
 	h->index = load64(&w->idx);
 	h->log_pos = load64(&w->pos);
 	h->view = load64(&w->view);
@@ -275,7 +275,7 @@ int snapshot_hold(const struct apus_config *cfg, int node, const char *log,
 
 uint64_t snapshot_release(struct held_snapshot *h)
 {
-	uint64_t ms = cli_mono_ms() - h->held_at_ms;
+	uint64_t ms = host_mono_ms() - h->held_at_ms;
 
 	if (h->ctl) {
 		store64(&region_mail(h->ctl)->ckpt.release, h->req);
@@ -341,7 +341,7 @@ static int stored_snapshot(const struct apus_config *cfg, int node, struct rebui
 
 	for (int k = 0; k < cfg->nnodes; k++) {
 		const struct region_ctl *ctl;
-		pid_t pid = cli_node_pid(cfg, k);
+		pid_t pid = host_node_pid(cfg, k);
 		int leads = 0;
 
 		if (k == node || !pid || !(ctl = region_map_ctl(cfg, k)))
@@ -371,8 +371,8 @@ int node_rebuild(const struct apus_config *cfg, int node, int from, const char *
 	struct rebuild_info r = { 0 };
 	struct held_snapshot h = { 0 };
 	char log[PATH_MAX];
-	uint64_t t0 = cli_mono_ms(), held = 0;
-	pid_t running = cli_node_pid(cfg, node);
+	uint64_t t0 = host_mono_ms(), held = 0;
+	pid_t running = host_node_pid(cfg, node);
 	int rc = -1, fd = -1, cand[APUS_MAX_NODES], ncand;
 
 	if (!cfg->snapshot_cmd[0]) {
@@ -387,7 +387,7 @@ int node_rebuild(const struct apus_config *cfg, int node, int from, const char *
 		return -1;
 	}
 	ncand = from == REBUILD_FROM_LEADER ? 0 : pick_sources(cfg, node, from, cand, err, errlen);
-	if (cli_mkdirs(cfg->nodes[node].data_dir) ||
+	if (host_mkdirs(cfg->nodes[node].data_dir) ||
 	    config_node_path(cfg, node, "apus.rebuild.log", log, sizeof(log))) {
 		snprintf(err, errlen, "cannot create %s: %s", cfg->nodes[node].data_dir,
 			 strerror(errno));
@@ -410,7 +410,7 @@ int node_rebuild(const struct apus_config *cfg, int node, int from, const char *
 		r.from = cand[i];
 		ckpt_say(progress, "holding node %d at its next entry for a snapshot of its server%s",
 		     r.from, cfg->nodes[r.from].guard_port ? " (through its guard)" : "");
-		held = cli_mono_ms();
+		held = host_mono_ms();
 		if (!get_snapshot(cfg, node, r.from, log, &r, &fd, &h, err, errlen))
 			break;
 		if (fd >= 0)
@@ -424,7 +424,7 @@ int node_rebuild(const struct apus_config *cfg, int node, int from, const char *
 	ckpt_say(progress, "node %d holds at entry %llu; copied %.1f MB; starting node %d from entry %llu",
 	     r.from, (unsigned long long)r.index, r.snapshot_bytes / 1e6, node,
 	     (unsigned long long)r.index + 1);
-	r.pid = cli_spawn_node(cfg, node, lib);
+	r.pid = host_spawn_node(cfg, node, lib);
 	if (r.pid < 0) {
 		snprintf(err, errlen, "cannot start node %d", node);
 		goto out;
@@ -441,8 +441,8 @@ out:
 	if (fd >= 0)
 		snapnet_done(fd);
 	snapshot_release(&h);
-	r.hold_ms = held ? cli_mono_ms() - held : 0;	/* 0: a stored snapshot */
-	r.total_ms = cli_mono_ms() - t0;
+	r.hold_ms = held ? host_mono_ms() - held : 0;	/* 0: a stored snapshot */
+	r.total_ms = host_mono_ms() - t0;
 	if (!rc)
 		*out = r;
 	return rc;

@@ -14,7 +14,7 @@
 #include "coordinator/storage/recovery.h"
 #include "coordinator/storage/region.h"
 #include "coordinator/storage/region_status.h"
-#include "cli.h"
+#include "host.h"
 
 #define VERIFY_TIMEOUT_MS 20000
 #define LEADER_POINT_WAIT_MS 30000
@@ -71,7 +71,7 @@ static int local_leader(const struct apus_config *cfg, int self, uint64_t *commi
 {
 	for (int k = 0; k < cfg->nnodes; k++) {
 		const struct region_ctl *ctl;
-		pid_t pid = cli_node_pid(cfg, k);
+		pid_t pid = host_node_pid(cfg, k);
 		int leads;
 
 		if (k == self || !pid || !(ctl = region_map_ctl(cfg, k)))
@@ -105,7 +105,7 @@ static int leader_point_past(const struct apus_config *cfg, int leader, uint64_t
 			*got = rp.index;
 			return 1;
 		}
-		cli_sleep_ms(100);
+		host_sleep_ms(100);
 	}
 	return 0;
 }
@@ -121,9 +121,9 @@ int repair_due(const struct apus_config *cfg, int node, pid_t pid, uint64_t dive
 		st->seen = 0;
 	}
 	if (cfg->divergence != DIVERGENCE_REPAIR || divergences <= st->seen ||
-	    cli_mono_ms() < st->next_ms)
+	    host_mono_ms() < st->next_ms)
 		return 0;
-	st->next_ms = cli_mono_ms() + (uint64_t)cfg->repair_interval_s * 1000;
+	st->next_ms = host_mono_ms() + (uint64_t)cfg->repair_interval_s * 1000;
 	if (!cfg->snapshot_cmd[0] || !cfg->verify_cmd[0]) {
 		say("node %d: its output differed from the leader's on %llu connection(s); "
 		    "divergence = repair needs %s: reported only", node,

@@ -27,7 +27,7 @@
 struct repair_state {
 	pid_t pid;		/* the server whose divergences were counted */
 	uint64_t seen;		/* its divergences already decided on */
-	uint64_t next_ms;	/* no attempt before this (cli_mono_ms) */
+	uint64_t next_ms;	/* no attempt before this (host_mono_ms) */
 };
 
 /* One look at live backup NODE (server PID, whose status counts

@@ -19,7 +19,7 @@
 #include "coordinator/transport/admission.h"
 #include "coordinator/node/members.h"
 #include "common/netaddr.h"
-#include "cli.h"
+#include "host.h"
 #include "rebuild.h"
 #include "snapshot_wire.h"
 
@@ -42,7 +42,7 @@ static int send_all(int fd, const void *buf, size_t len)
 }
 
 /* Until a client proved the key, its bytes must arrive by this time
- * (cli_mono_ms; 0: no limit), however it trickles them: the guard serves
+ * (host_mono_ms; 0: no limit), however it trickles them: the guard serves
  * on its own thread, and a client stalled in the handshake kept it from
  * its node (a dead server was brought back only 10 s per stalled
  * connection later).  admit_late says the limit cut a client off. */
@@ -52,7 +52,7 @@ static int admit_late;
 static int recv_all(int fd, void *buf, size_t len)
 {
 	for (char *p = buf; len;) {
-		uint64_t now = cli_mono_ms();
+		uint64_t now = host_mono_ms();
 		struct pollfd pf = { fd, POLLIN, 0 };
 		if (admit_by_ms && (now >= admit_by_ms || !poll(&pf, 1, (int)(admit_by_ms - now)))) {
 			admit_late = 1;
@@ -98,7 +98,7 @@ int snapnet_listen(const struct apus_config *cfg, int node, char *err, size_t er
 	/* Listen where the node's address lives; the guard itself stays here. */
 	if (netns[0]) {
 		home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-		if (home < 0 || cli_enter_netns(netns) < 0) {
+		if (home < 0 || host_enter_netns(netns) < 0) {
 			snprintf(err, errlen, "cannot enter network namespace %s: %s", netns,
 				 strerror(errno));
 			if (home >= 0)
@@ -262,7 +262,7 @@ void snapnet_serve(const struct apus_config *cfg, int node, int lfd, void (*log)
 
 	if (fd < 0)
 		return;
-	admit_by_ms = cli_mono_ms() + ADMIT_TIMEOUT_MS;
+	admit_by_ms = host_mono_ms() + ADMIT_TIMEOUT_MS;
 	admit_late = 0;
 	serve_one(cfg, node, fd, log);
 	admit_by_ms = 0;

@@ -21,12 +21,12 @@
 #include "coordinator/storage/region.h"
 #include "coordinator/storage/region_status.h"
 #include "checkpoint.h"
-#include "cli.h"
+#include "host.h"
 #include "owner.h"
 
 /* libapus.so: $APUS_LIB, or ../lib/libapus.so or ../lib/apus/libapus.so
  * relative to this executable (build tree and installed layouts). */
-int cli_find_lib(char *out, size_t len)
+int host_find_lib(char *out, size_t len)
 {
 	static const char *const rel[] = { "../lib/libapus.so", "../lib/apus/libapus.so" };
 	const char *env = getenv("APUS_LIB");
@@ -35,7 +35,7 @@ int cli_find_lib(char *out, size_t len)
 
 	if (env && *env) {
 		if (!realpath(env, out) || access(out, R_OK)) {
-			cli_error("APUS_LIB=%s: %s", env, strerror(errno));
+			host_error("APUS_LIB=%s: %s", env, strerror(errno));
 			return -1;
 		}
 		return 0;
@@ -51,11 +51,11 @@ int cli_find_lib(char *out, size_t len)
 		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 		exe[n] = '\0';
 	}
-	cli_error("cannot find libapus.so beside %s (set APUS_LIB)", exe);
+	host_error("cannot find libapus.so beside %s (set APUS_LIB)", exe);
 	return -1;
 }
 
-int cli_mkdirs(const char *path)
+int host_mkdirs(const char *path)
 {
 	char tmp[PATH_MAX];
 
@@ -118,7 +118,7 @@ static int split_words(char *cmd, char **argv, int max)
 /* The cluster key a network transport admits peers with (and guards their
  * snapshot clients): generated here when missing, so a fresh cluster needs
  * no extra step. */
-int cli_ensure_key(const struct apus_config *cfg, int node)
+int host_ensure_key(const struct apus_config *cfg, int node)
 {
 	const char *path = cfg->nodes[node].secret_file;
 	int rc;
@@ -127,7 +127,7 @@ int cli_ensure_key(const struct apus_config *cfg, int node)
 		return 0;
 	rc = admit_key_generate(path);
 	if (rc < 0) {
-		cli_error("cannot create the cluster key %s: %s", path, strerror(-rc));
+		host_error("cannot create the cluster key %s: %s", path, strerror(-rc));
 		return -1;
 	}
 	if (rc == 1)
@@ -160,7 +160,7 @@ static void sanitizer_runtime(char *out)
 #endif
 }
 
-pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
+pid_t host_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 {
 	char cmd[8192], *args[256], logpath[PATH_MAX], id[16], preload[PATH_MAX * 3 + 4];
 	char why[PATH_MAX + 200], first[PATH_MAX];
@@ -168,13 +168,13 @@ pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 	pid_t pid;
 
 	if (config_app_cmd(cfg, node, cmd, sizeof(cmd))) {
-		cli_error("%s: app_cmd of node %d is too long once expanded", cfg->path, node);
+		host_error("%s: app_cmd of node %d is too long once expanded", cfg->path, node);
 		return -1;
 	}
 	config_node_path(cfg, node, "apus.log", logpath, sizeof(logpath));
 	if (split_words(cmd, args, 256) <= 0) {
-		cli_error("%s: app_cmd is empty, has an unterminated quote or too many words",
-			  cfg->path);
+		host_error("%s: app_cmd is empty, has an unterminated quote or too many words",
+			   cfg->path);
 		return -1;
 	}
 	snprintf(id, sizeof(id), "%d", node);
@@ -184,30 +184,30 @@ pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 	/* The node would refuse them too, but only in its log, after the
 	 * wait for readiness: say it here, at once. */
 	if (filemode_check_node(cfg, node, why, sizeof(why))) {
-		cli_error("node %d: %s", node, why);
+		host_error("node %d: %s", node, why);
 		return -1;
 	}
 
 	int left = node_end_leftovers(cfg, node, LEFTOVER_WAIT_MS);
 	if (left) {
-		cli_error("node %d: %d process%s of its previous server outlived SIGKILL for %d ms: "
-			  "not started", node, left, left == 1 ? "" : "es", LEFTOVER_WAIT_MS);
+		host_error("node %d: %d process%s of its previous server outlived SIGKILL for %d ms: "
+			   "not started", node, left, left == 1 ? "" : "es", LEFTOVER_WAIT_MS);
 		return -1;
 	}
 
 	pid = fork();
 	if (pid < 0) {
-		cli_error("fork: %s", strerror(errno));
+		host_error("fork: %s", strerror(errno));
 		return -1;
 	}
 	if (pid == 0) {
 		setsid();
-		cli_redirect_stdio(logpath);
+		host_redirect_stdio(logpath);
 		/* Nothing of the caller's (a script's pipes, bats' files): the
 		 * server would hold them for its life, and its CRIU images would
 		 * name files that are gone by the time they are restored. */
 		close_range(3, ~0U, 0);
-		if (cfg->nodes[node].netns[0] && cli_enter_netns(cfg->nodes[node].netns) < 0) {
+		if (cfg->nodes[node].netns[0] && host_enter_netns(cfg->nodes[node].netns) < 0) {
 			fprintf(stderr, "apus: cannot enter network namespace %s: %s\n",
 				cfg->nodes[node].netns, strerror(errno));
 			_exit(127);
@@ -221,11 +221,11 @@ pid_t cli_spawn_node(const struct apus_config *cfg, int node, const char *lib)
 		fprintf(stderr, "apus: cannot run %s: %s\n", args[0], strerror(errno));
 		_exit(127);
 	}
-	cli_write_pidfile(cfg, node, "apus.pid", pid);
+	host_write_pidfile(cfg, node, "apus.pid", pid);
 	return pid;
 }
 
-int cli_node_ready(const struct apus_config *cfg, int node, pid_t pid, char *err, size_t len)
+int host_node_ready(const struct apus_config *cfg, int node, pid_t pid, char *err, size_t len)
 {
 	int st, ready = 0;
 
@@ -235,7 +235,7 @@ int cli_node_ready(const struct apus_config *cfg, int node, pid_t pid, char *err
 			 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 		return -1;
 	}
-	if (!cli_pid_alive(pid)) {
+	if (!host_pid_alive(pid)) {
 		snprintf(err, len, "node %d exited while starting", node);
 		return -1;
 	}
@@ -257,25 +257,25 @@ int cli_node_ready(const struct apus_config *cfg, int node, pid_t pid, char *err
 
 /* Starts NODE's guard (apus guard) in its own session, logging to
  * <data_dir>/apus.guard.log. */
-void cli_start_guard(const struct apus_config *cfg, int node)
+void host_start_guard(const struct apus_config *cfg, int node)
 {
 	char exe[PATH_MAX], logpath[PATH_MAX], id[16];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	pid_t pid;
 
-	if (n < 0 || cli_guard_pid(cfg, node))
+	if (n < 0 || host_guard_pid(cfg, node))
 		return;
 	exe[n] = '\0';
 	config_node_path(cfg, node, "apus.guard.log", logpath, sizeof(logpath));
 	snprintf(id, sizeof(id), "%d", node);
 	pid = fork();
 	if (pid < 0) {
-		cli_error("cannot start node %d's guard: %s", node, strerror(errno));
+		host_error("cannot start node %d's guard: %s", node, strerror(errno));
 		return;
 	}
 	if (pid == 0) {
 		setsid();
-		cli_redirect_stdio(logpath);
+		host_redirect_stdio(logpath);
 		close_range(3, ~0U, 0);	/* nothing of the caller's (a test's pipes) */
 		execl(exe, "apus", "guard", "--config", cfg->path, "--node", id, (char *)NULL);
 		_exit(127);

@@ -1,49 +1,31 @@
-/* apus stop: stops every process of a node.  Its guard goes first (it
- * would bring the server back); then, holding the node's owner lock
- * (owner.h) so that no apus start or restore brings up a process behind
- * its back, the server and whatever runs for it, CRIU-restored servers
+/* Stopping every process of a node (apus stop, the guard's --service;
+ * host.h).  Its guard goes first (it would bring the server back); then,
+ * holding the node's owner lock (owner.h) so that no apus start or restore
+ * brings up a process behind its back, the server and whatever runs for it, CRIU-restored servers
  * included: SIGTERM, SIGKILL after a grace period. */
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "coordinator/storage/region.h"
-#include "cli.h"
+#include "host.h"
 #include "owner.h"
-
-static const char usage[] =
-	"usage: apus stop --config FILE [--node N] [--timeout MS]\n"
-	"\n"
-	"Stops node N, or every node of the config that lives on this host: its\n"
-	"guard first, then its server and every process started for it (found by\n"
-	"the node named in their environment, so a server that CRIU restored or\n"
-	"that lost its pid file is found too): SIGTERM, then SIGKILL if one has\n"
-	"not exited after the timeout.  Waits for an apus start, restore or\n"
-	"rebuild acting on the node (up to the timeout) before it stops it.\n"
-	"\n"
-	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"
-	"  -n, --node N        only this node\n"
-	"  -t, --timeout MS    grace period before SIGKILL (default 10000)\n"
-	"  -h, --help          this text\n"
-	"\n"
-	"Exit status: 0 every node is stopped; 1 a process could not be stopped\n"
-	"(named); 2 usage.\n";
 
 #define MAX_PROCS 256
 #define TICK_MS 50
 
 static void stop_guard(const struct apus_config *cfg, int node, int timeout_ms)
 {
-	pid_t g = cli_guard_pid(cfg, node);
+	pid_t g = host_guard_pid(cfg, node);
 
 	if (!g)
 		return;
 	kill(g, SIGTERM);
-	for (int waited = 0; cli_pid_alive(g) && waited < timeout_ms; waited += TICK_MS)
-		cli_sleep_ms(TICK_MS);
-	if (cli_pid_alive(g)) {
-		cli_error("node %d's guard (pid %d) ignored SIGTERM for %d ms: killing it", node,
-			  (int)g, timeout_ms);
+	for (int waited = 0; host_pid_alive(g) && waited < timeout_ms; waited += TICK_MS)
+		host_sleep_ms(TICK_MS);
+	if (host_pid_alive(g)) {
+		host_error("node %d's guard (pid %d) ignored SIGTERM for %d ms: killing it", node,
+			   (int)g, timeout_ms);
 		kill(g, SIGKILL);
 	}
 }
@@ -53,7 +35,7 @@ static void stop_guard(const struct apus_config *cfg, int node, int timeout_ms)
  * how many processes the node has. */
 static int signal_node(const struct apus_config *cfg, int node, int sig, int everyone)
 {
-	pid_t pids[MAX_PROCS], recorded = cli_node_pid(cfg, node);
+	pid_t pids[MAX_PROCS], recorded = host_node_pid(cfg, node);
 	int n = node_processes(cfg, node, pids, MAX_PROCS);
 
 	if (n > MAX_PROCS)
@@ -74,8 +56,8 @@ static int signal_node(const struct apus_config *cfg, int node, int sig, int eve
 	return n + (recorded && !n);
 }
 
-int cli_stop_nodes(const struct apus_config *cfg, const int *which, int timeout_ms,
-		   int with_guards)
+int host_stop_nodes(const struct apus_config *cfg, const int *which, int timeout_ms,
+		    int with_guards)
 {
 	int fds[APUS_MAX_NODES], running[APUS_MAX_NODES] = { 0 }, left = 0, rc = 0;
 	char holder[300];
@@ -89,21 +71,21 @@ int cli_stop_nodes(const struct apus_config *cfg, const int *which, int timeout_
 		fds[i] = owner_lock(cfg, i, OWNER_LOCK_FILE, "apus stop", timeout_ms, NULL, holder,
 				    sizeof(holder));
 		if (fds[i] == -1)
-			cli_error("node %d: %s still acts on it after %d ms: stopping the node anyway",
-				  i, holder, timeout_ms);
+			host_error("node %d: %s still acts on it after %d ms: stopping the node anyway",
+				   i, holder, timeout_ms);
 		else if (fds[i] == -2)
-			cli_error("node %d: %s", i, holder);
+			host_error("node %d: %s", i, holder);
 		running[i] = signal_node(cfg, i, SIGTERM, 0) > 0;
 		if (!running[i])
 			printf("node %d is not running\n", i);
 		left += running[i];
 	}
 	for (int waited = 0, grace = timeout_ms; left; waited += TICK_MS) {
-		cli_sleep_ms(TICK_MS);
+		host_sleep_ms(TICK_MS);
 		for (int i = 0; i < cfg->nnodes; i++) {
 			if (!running[i])
 				continue;
-			pid_t pids[MAX_PROCS], server = cli_node_pid(cfg, i);
+			pid_t pids[MAX_PROCS], server = host_node_pid(cfg, i);
 			int n = node_processes(cfg, i, pids, MAX_PROCS);
 			if (n && !server && waited >= TICK_MS * 4) {
 				/* The server is gone; what it left (a snapshot child) goes too. */
@@ -115,13 +97,13 @@ int cli_stop_nodes(const struct apus_config *cfg, const int *which, int timeout_
 					continue;
 				if (waited >= grace + 5000) {
 					for (int k = 0; k < n && k < MAX_PROCS; k++)
-						cli_error("node %d: pid %d survived SIGKILL", i,
-							  (int)pids[k]);
+						host_error("node %d: pid %d survived SIGKILL", i,
+							   (int)pids[k]);
 					rc = 1;
 				} else {
 					if (waited < grace + TICK_MS)
-						cli_error("node %d ignored SIGTERM for %d ms: killing it", i,
-							  timeout_ms);
+						host_error("node %d ignored SIGTERM for %d ms: killing it", i,
+							   timeout_ms);
 					signal_node(cfg, i, SIGKILL, 1);
 					continue;
 				}
@@ -141,21 +123,4 @@ int cli_stop_nodes(const struct apus_config *cfg, const int *which, int timeout_
 	if (strcmp(cfg->region_dir, "none"))
 		region_collect(cfg->region_dir);
 	return rc;
-}
-
-int cmd_stop(int argc, char **argv)
-{
-	struct cli c;
-	int which[APUS_MAX_NODES] = { 0 }, rc, timeout;
-
-	rc = cli_parse(&c, "stop", usage, argc, argv);
-	if (rc)
-		return rc > 0 ? 0 : 2;
-	timeout = c.timeout_ms == c.cfg.start_timeout_ms ? 10000 : c.timeout_ms;
-	/* A removed node of this host is stopped too if it still runs. */
-	for (int i = 0; i < c.cfg.nnodes; i++)
-		which[i] = c.node >= 0 ? i == c.node
-				       : cli_node_is_local(&c.cfg, i) &&
-						 (config_is_member(&c.cfg, i) || cli_node_pid(&c.cfg, i));
-	return cli_stop_nodes(&c.cfg, which, timeout, 1);
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # The boundaries ARCHITECTURE.md draws, checked on the built objects and
 # the sources: the folders' includes make no circle (common/ at the bottom,
-# checker/ on it alone, the coordinator's layers above), the coordinator
+# checker/ on it alone, the coordinator's layers above, the guard on them
+# and the CLI's commands on the guard), the coordinator
 # never reaches into the shim, and never calls a libc function the shim
 # interposes except through `sys` (common/sys.h), so no call of its own can
 # enter one of our wrappers inside a server.
@@ -18,7 +19,7 @@ function interposed() {
 
 # The folders whose includes are checked; each coordinator/NAME/ is a layer
 # of its own.
-LAYER_DIRS="common checker coordinator preload guard"
+LAYER_DIRS="common checker coordinator preload guard cli"
 
 setup() {
 	[ -d "$OBJ/coordinator" ] || fail "no objects in $OBJ (run make)"
@@ -69,7 +70,7 @@ function layer_edges() {
 	# The graph is there: the checker sits on common/, the coordinator's
 	# node on its storage and transport, the shim on the node.
 	for e in "checker common" "coordinator/node coordinator/storage" \
-		"coordinator/node coordinator/transport" "preload coordinator/node"; do
+		"coordinator/node coordinator/transport" "preload coordinator/node" "cli guard"; do
 		grep -qxF "$e" <<<"$edges" || fail "BUG: no edge '$e' in: $(tr '\n' ';' <<<"$edges")"
 	done
 	# tsort names the folders of each circle on stderr.
@@ -95,6 +96,32 @@ function layer_edges() {
 		case $t in checker/* | common/*) ;; *) bad+="$f: $t; " ;; esac
 	done < <(includes)
 	[ -z "$bad" ] || fail "checker/ includes the coordinator's (it goes the other way): $bad"
+}
+
+@test "guard/ never includes cli/ (the commands sit on the guard)" {
+	local f t bad="" n=0
+	while read -r f t; do
+		case $f in cli/*) ;; *) continue ;; esac
+		case $t in guard/*) n=$((n + 1)) ;; esac
+	done < <(includes)
+	# The edge the other way is there, so that the check below means something.
+	[ "$n" -ge 5 ] || fail "BUG: found only $n includes of guard/ in cli/"
+	while read -r f t; do
+		case $f in guard/*) ;; *) continue ;; esac
+		case $t in cli/*) bad+="$f: $t; " ;; esac
+	done < <(includes)
+	[ -z "$bad" ] || fail "guard/ includes the CLI's (it goes the other way): $bad"
+	# Nor do its objects call what only the commands have (cli.h: cli_*,
+	# cmd_*), declared or not (objects of its sources only: a build from
+	# before the split still has the commands' objects in obj/guard/).
+	local c o u
+	for c in "$APUS_ROOT"/guard/*.c; do
+		o=$OBJ/guard/$(basename "$c" .c).o
+		[ -f "$o" ] || fail "no object $o (run make)"
+		u=$(nm -u "$o" | awk '{ print $2 }' | grep -E '^(cli|cmd)_' | tr '\n' ' ')
+		[ -z "$u" ] || bad+="${o#"$OBJ"/}: $u; "
+	done
+	[ -z "$bad" ] || fail "guard/ objects call the CLI's functions: $bad"
 }
 
 @test "coordinator/ has no files of its own: each is in a layer's folder" {

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "coordinator/node/members.h"
-#include "guard/config_update.h"
+#include "cli/config_update.h"
 #include "tests/unit/testdir.h"
 #include "tests/unit/unit.h"
 

@@ -18,10 +18,11 @@
 #include "coordinator/storage/region.h"
 #include "coordinator/storage/region_mail.h"
 #include "coordinator/storage/region_status.h"
+#include "guard/host.h"
+#include "guard/owner.h"
+#include "guard/rebuild.h"
 #include "cli.h"
 #include "config_update.h"
-#include "owner.h"
-#include "rebuild.h"
 
 #define COMMON_OPTS                                                                          \
 	"  -c, --config FILE   cluster configuration (default: $APUS_CONFIG)\n"               \
@@ -152,7 +153,7 @@ static int parse(struct change *ch, const char *cmd, const char *usage, int argc
 		return rc;
 	if (ch->c.timeout_ms == ch->c.cfg.start_timeout_ms)
 		ch->c.timeout_ms = DEFAULT_WAIT_MS;
-	ch->t0 = cli_mono_ms();
+	ch->t0 = host_mono_ms();
 	return 0;
 }
 
@@ -171,8 +172,8 @@ static int local_leader(const struct apus_config *cfg)
 		pid_t pid;
 		int ok;
 
-		if (!config_is_member(cfg, i) || !cli_node_is_local(cfg, i) ||
-		    !(pid = cli_node_pid(cfg, i)) || !(ctl = region_map_ctl(cfg, i)))
+		if (!config_is_member(cfg, i) || !host_node_is_local(cfg, i) ||
+		    !(pid = host_node_pid(cfg, i)) || !(ctl = region_map_ctl(cfg, i)))
 			continue;
 		const struct node_status *s = region_status(ctl);
 		ok = s->pid == (uint64_t)pid && s->role == ROLE_LEADER && s->ready;
@@ -206,7 +207,7 @@ static uint64_t wait_leader_pending(const struct change *ch, int ms)
 	uint64_t pending;
 
 	for (int waited = 0; (pending = leader_pending(ch)) && waited < ms; waited += 20)
-		cli_sleep_ms(20);
+		host_sleep_ms(20);
 	return pending;
 }
 
@@ -275,7 +276,7 @@ static int ask_leader(const struct apus_config *cfg, int leader, const struct ap
 			snprintf(why, whylen, "%.*s", (int)sizeof(w->why), w->why);
 			break;
 		}
-		cli_sleep_ms(10);
+		host_sleep_ms(10);
 	}
 	region_unmap_ctl(ctl);
 	return rc;
@@ -307,14 +308,14 @@ static int step(struct change *ch, const struct apus_config *want, int node, int
 	/* A full log (the backups' snapshots make room) or a leader still
 	 * catching up: ask again for a while.  A leader that died before it
 	 * answered: ask its successor, unless the change got in already. */
-	for (uint64_t t0 = cli_mono_ms();; cli_sleep_ms(100)) {
+	for (uint64_t t0 = host_mono_ms();; host_sleep_ms(100)) {
 		rc = ask_leader(&ch->c.cfg, ch->leader, want, &idx, why, sizeof(why));
 		if (rc == -ETIMEDOUT && in_force(ch, node, member))
 			return 0;
 		if (rc == -ETIMEDOUT && (ch->leader = local_leader(&ch->c.cfg)) >= 0 &&
-		    cli_mono_ms() - t0 < 3 * ASK_TIMEOUT_MS)
+		    host_mono_ms() - t0 < 3 * ASK_TIMEOUT_MS)
 			continue;
-		if (rc != -EAGAIN || cli_mono_ms() - t0 > ASK_TIMEOUT_MS)
+		if (rc != -EAGAIN || host_mono_ms() - t0 > ASK_TIMEOUT_MS)
 			break;
 	}
 	if (rc == -EBUSY || rc == -EINVAL) {
@@ -339,7 +340,7 @@ static int step(struct change *ch, const struct apus_config *want, int node, int
 				  "command again)", (unsigned long long)idx, waited);
 			return 1;
 		}
-		cli_sleep_ms(20);
+		host_sleep_ms(20);
 	}
 }
 
@@ -347,10 +348,10 @@ static int step(struct change *ch, const struct apus_config *want, int node, int
  * 1 after the timeout (said why). */
 static int wait_member(struct change *ch, int node, int member, const char *what)
 {
-	for (uint64_t start = cli_mono_ms();; cli_sleep_ms(50)) {
+	for (uint64_t start = host_mono_ms();; host_sleep_ms(50)) {
 		if (in_force(ch, node, member))
 			break;
-		if (cli_mono_ms() - start > (uint64_t)ch->c.timeout_ms) {
+		if (host_mono_ms() - start > (uint64_t)ch->c.timeout_ms) {
 			cli_error("%s did not happen within %d ms (see apus status; the cluster goes "
 				  "on with it by itself)", what, ch->c.timeout_ms);
 			return 1;
@@ -358,7 +359,7 @@ static int wait_member(struct change *ch, int node, int member, const char *what
 	}
 	if (!ch->c.json)
 		printf("%s (%.1f s after the command began)\n", what,
-		       (cli_mono_ms() - ch->t0) / 1000.0);
+		       (host_mono_ms() - ch->t0) / 1000.0);
 	return 0;
 }
 
@@ -388,15 +389,15 @@ static int start_new_node(struct change *ch, struct apus_config *want, int id)
 	struct rebuild_info r;
 	int fd, rc;
 
-	if (!cli_node_is_local(want, id)) {
+	if (!host_node_is_local(want, id)) {
 		if (!ch->c.json)
 			printf("node %d is on another host: start it there with 'apus rebuild "
 			       "--config %s --node %d' (with this config file)\n", id, ch->c.cfg.path, id);
 		return 0;
 	}
-	if (cli_find_lib(lib, sizeof(lib)))
+	if (host_find_lib(lib, sizeof(lib)))
 		return 1;
-	if (strcmp(want->transport, "shm") && cli_ensure_key(want, id))
+	if (strcmp(want->transport, "shm") && host_ensure_key(want, id))
 		return 1;
 	fd = owner_lock(want, id, OWNER_LOCK_FILE, "apus replace", 10000, NULL, holder,
 			sizeof(holder));
@@ -412,7 +413,7 @@ static int start_new_node(struct change *ch, struct apus_config *want, int id)
 		return 1;
 	}
 	if (want->guard)
-		cli_start_guard(want, id);
+		host_start_guard(want, id);
 	if (!ch->c.json)
 		printf("node %d started from node %d's snapshot at entry %llu (%.1f MB, %llu ms); "
 		       "pid %d\n", id, r.from, (unsigned long long)r.index, r.snapshot_bytes / 1e6,
@@ -425,10 +426,10 @@ static void stop_if_here(struct change *ch, int node)
 {
 	int which[APUS_MAX_NODES] = { 0 };
 
-	if (!cli_node_is_local(&ch->c.cfg, node) || !cli_node_pid(&ch->c.cfg, node))
+	if (!host_node_is_local(&ch->c.cfg, node) || !host_node_pid(&ch->c.cfg, node))
 		return;
 	which[node] = 1;
-	cli_stop_nodes(&ch->c.cfg, which, 10000, 1);
+	host_stop_nodes(&ch->c.cfg, which, 10000, 1);
 }
 
 static int highest(const struct apus_config *c, size_t field)
@@ -477,7 +478,7 @@ static int new_learner(struct change *ch, struct apus_config *want, int from, in
 	 * replacement of a node that no longer runs here takes its ports
 	 * (configs allow that pair to share them). */
 	int same_host = !strcmp(ch->o.address, c->nodes[from].address) &&
-			(replaces < 0 || cli_node_pid(c, from));
+			(replaces < 0 || host_node_pid(c, from));
 	n->app_port = ch->o.app_port ? ch->o.app_port
 		      : same_host ? highest(c, offsetof(struct node_conf, app_port)) + 1 : n->app_port;
 	if (ch->o.peer_port || (same_host && n->peer_port))
@@ -548,9 +549,9 @@ static int begin(struct change *ch, const struct apus_config *want)
 {
 	/* A leader just killed (the node to replace, say) is followed by a
 	 * new one within an election. */
-	for (uint64_t t0 = cli_mono_ms();
-	     (ch->leader = local_leader(&ch->c.cfg)) < 0 && cli_mono_ms() - t0 < ASK_TIMEOUT_MS;)
-		cli_sleep_ms(50);
+	for (uint64_t t0 = host_mono_ms();
+	     (ch->leader = local_leader(&ch->c.cfg)) < 0 && host_mono_ms() - t0 < ASK_TIMEOUT_MS;)
+		host_sleep_ms(50);
 	if (ch->leader < 0) {
 		cli_error("no leader serves on this host: a membership change is asked of the "
 			  "leader (run the command on its host; see apus status)");
@@ -563,7 +564,7 @@ static void print_json(struct change *ch, const char *cmd, int id, int gone)
 {
 	if (ch->c.json)
 		printf("{\"command\":\"%s\",\"node\":%d,\"removed\":%d,\"total_ms\":%llu}\n", cmd, id,
-		       gone, (unsigned long long)(cli_mono_ms() - ch->t0));
+		       gone, (unsigned long long)(host_mono_ms() - ch->t0));
 }
 
 /* Node ID of WANT in as a learner (replacing REPLACES, or -1), started

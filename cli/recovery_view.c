@@ -11,7 +11,7 @@
 #include "coordinator/storage/recovery.h"
 #include "coordinator/storage/region_mail.h"
 #include "coordinator/storage/region_status.h"
-#include "checkpoint.h"
+#include "guard/checkpoint.h"
 
 /* The newer of the two failures the control page records: the node's own
  * snapshot (cleared by its next success) and the guard's checkpoint

@@ -1,6 +1,7 @@
 /* apus divergence: gathers every node's divergence records (JSON lines in
  * <data_dir>/divergence.jsonl) into one report. */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

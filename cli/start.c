@@ -17,9 +17,10 @@
 #include "coordinator/storage/filemode.h"
 #include "coordinator/storage/region.h"
 #include "coordinator/storage/region_status.h"
-#include "checkpoint.h"
+#include "guard/checkpoint.h"
+#include "guard/host.h"
+#include "guard/owner.h"
 #include "cli.h"
-#include "owner.h"
 
 static const char usage[] =
 	"usage: apus start --config FILE [--node N] [--timeout MS]\n"
@@ -72,11 +73,11 @@ static int serving_leader(const struct apus_config *cfg, uint64_t *view)
 		const struct node_status *s = region_status(ctl);
 		/* Not a zombie's page: a leader killed a moment ago still says
 		 * it serves, and answers kill(0) until it is reaped. */
-		if (s->pid && cli_pid_alive((pid_t)s->pid)) {
+		if (s->pid && host_pid_alive((pid_t)s->pid)) {
 			if (s->role == ROLE_LEADER && s->ready)
 				found = i;
 			else if (s->role == ROLE_BACKUP && s->leader >= 0 && s->leader < cfg->nnodes &&
-				 !cli_node_is_local(cfg, s->leader))
+				 !host_node_is_local(cfg, s->leader))
 				found = s->leader;
 			*view = s->view;
 		}
@@ -136,23 +137,23 @@ static int start_node(const struct cli *c, int i, const char *lib, struct starti
 	pid_t running = node_server(&c->cfg, i, &adopted);
 	if (running) {
 		if (adopted)
-			cli_write_pidfile(&c->cfg, i, "apus.pid", running);
+			host_write_pidfile(&c->cfg, i, "apus.pid", running);
 		printf("node %d is already running (pid %d%s)\n", i, (int)running,
 		       adopted ? ", which apus had not recorded: recorded now" : "");
 		if (c->cfg.guard)
-			cli_start_guard(&c->cfg, i);
+			host_start_guard(&c->cfg, i);
 		owner_unlock(st->locks[i]);
 		st->locks[i] = -1;
 		return 0;
 	}
-	if (cli_mkdirs(c->cfg.nodes[i].data_dir)) {
+	if (host_mkdirs(c->cfg.nodes[i].data_dir)) {
 		cli_error("cannot create data_dir %s of node %d: %s", c->cfg.nodes[i].data_dir, i,
 			  strerror(errno));
 		return -1;
 	}
-	if (cli_ensure_key(&c->cfg, i))
+	if (host_ensure_key(&c->cfg, i))
 		return -1;
-	st->pids[i] = cli_spawn_node(&c->cfg, i, lib);
+	st->pids[i] = host_spawn_node(&c->cfg, i, lib);
 	if (st->pids[i] < 0)
 		return -1;
 	st->want[i] = 1;
@@ -174,7 +175,7 @@ static void node_is_ready(const struct cli *c, int i, const struct node_status *
 		       "lead); once a leader serves: apus stop --config %s --node %d; apus rebuild "
 		       "--config %s --node %d\n", i, c->cfg.path, i, c->cfg.path, i);
 	if (c->cfg.guard)
-		cli_start_guard(&c->cfg, i);
+		host_start_guard(&c->cfg, i);
 	owner_unlock(st->locks[i]);
 	st->locks[i] = -1;
 	st->want[i] = 0;
@@ -193,11 +194,11 @@ static int wait_ready(const struct cli *c, struct starting *st)
 			if (!st->want[i])
 				continue;
 			config_node_path(&c->cfg, i, "apus.log", logpath, sizeof(logpath));
-			int ok = cli_node_ready(&c->cfg, i, st->pids[i], err, sizeof(err));
+			int ok = host_node_ready(&c->cfg, i, st->pids[i], err, sizeof(err));
 			if (ok < 0) {
 				cli_error("%s; last lines of %s:", err, logpath);
 				print_log_tail(logpath);
-				if (!cli_pid_alive(st->pids[i]))
+				if (!host_pid_alive(st->pids[i]))
 					st->pids[i] = 0;
 				return -1;
 			}
@@ -249,7 +250,7 @@ int cmd_start(int argc, char **argv)
 	rc = cli_parse(&c, "start", usage, argc, argv);
 	if (rc)
 		return rc > 0 ? 0 : 2;
-	if (cli_find_lib(lib, sizeof(lib)))
+	if (host_find_lib(lib, sizeof(lib)))
 		return 1;
 	if (c.cfg.guard && (c.cfg.checkpoint_interval_s || c.cfg.checkpoint_entries)) {
 		char why[300];
@@ -257,7 +258,7 @@ int cmd_start(int argc, char **argv)
 			cli_error("checkpoints are off: %s; replication runs without them", why);
 	}
 	for (int i = 0; i < c.cfg.nnodes; i++) {
-		if (c.node >= 0 ? i != c.node : !cli_node_is_local(&c.cfg, i))
+		if (c.node >= 0 ? i != c.node : !host_node_is_local(&c.cfg, i))
 			continue;
 		if (!config_is_member(&c.cfg, i)) {
 			if (c.node < 0)
@@ -274,7 +275,7 @@ int cmd_start(int argc, char **argv)
 	if (!st.count && c.node < 0) {
 		int any = 0;
 		for (int i = 0; i < c.cfg.nnodes; i++)
-			any |= cli_node_is_local(&c.cfg, i);
+			any |= host_node_is_local(&c.cfg, i);
 		if (!any) {
 			cli_error("%s: no node of this config lives on this host (use --node N)",
 				  c.cfg.path);

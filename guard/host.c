@@ -1,9 +1,9 @@
-/* What every apus command shares: errors, option parsing, where a node
- * runs (this host? its pid, its pid files), its network namespace, the
- * clock.  The commands themselves are one file each; apus.c dispatches. */
+/* The nodes' processes on this host (host.h): where a node runs (this
+ * host? its pid, its pid files), its network namespace, the clock; and
+ * the error line the guard and these helpers print.  Starting a node's
+ * processes is spawn.c, stopping them stop.c. */
 #include <dirent.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <sched.h>
 #include <ifaddrs.h>
 #include <arpa/inet.h>
@@ -17,11 +17,10 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "coordinator/node/members.h"
-#include "cli.h"
+#include "host.h"
 #include "owner.h"
 
-void cli_error(const char *fmt, ...)
+void host_error(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -32,107 +31,7 @@ void cli_error(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-int cli_parse(struct cli *c, const char *cmd, const char *usage, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "node", required_argument, NULL, 'n' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "since", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	char err[600], *end;
-	int o;
-
-	memset(c, 0, sizeof(*c));
-	c->node = -1;
-	c->config_path = getenv("APUS_CONFIG");
-	opterr = 0;
-	optind = 1;
-	while ((o = getopt_long(argc, argv, "c:n:jt:s:h", opts, NULL)) != -1) {
-		switch (o) {
-		case 'c':
-			c->config_path = optarg;
-			break;
-		case 'n':
-			c->node = (int)strtol(optarg, &end, 10);
-			if (*end || c->node < 0) {
-				cli_error("%s: --node wants a node id, not '%s'", cmd, optarg);
-				return -1;
-			}
-			break;
-		case 'j':
-			c->json = 1;
-			break;
-		case 't':
-			c->timeout_ms = (int)strtol(optarg, &end, 10);
-			if (*end || c->timeout_ms <= 0) {
-				cli_error("%s: --timeout wants milliseconds, not '%s'", cmd, optarg);
-				return -1;
-			}
-			break;
-		case 's':
-			c->since = optarg;
-			break;
-		case 'h':
-			fputs(usage, stdout);
-			return 1;
-		default:
-			cli_error("%s: unknown option '%s' (see 'apus %s --help')", cmd,
-				  argv[optind - 1], cmd);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		cli_error("%s: unexpected argument '%s' (see 'apus %s --help')", cmd, argv[optind],
-			  cmd);
-		return -1;
-	}
-	if (!c->config_path) {
-		cli_error("%s: --config FILE is required (or set APUS_CONFIG)", cmd);
-		return -1;
-	}
-	if (config_load(c->config_path, &c->cfg, err, sizeof(err))) {
-		cli_error("%s", err);
-		return -1;
-	}
-	/* A membership agreed since the file was written wins (members.h). */
-	members_follow(&c->cfg, NULL, 0);
-	if (c->node >= c->cfg.nnodes) {
-		cli_error("%s: node %d is not in %s (it has nodes 0..%d)", cmd, c->node,
-			  c->cfg.path, c->cfg.nnodes - 1);
-		return -1;
-	}
-	if (!c->timeout_ms)
-		c->timeout_ms = c->cfg.start_timeout_ms;
-	return 0;
-}
-
-const char *cli_take_option(int argc, char **argv, const char *name, char shrt, char **rest,
-			    int *n)
-{
-	const char *v = NULL;
-	char s[3] = { '-', shrt, '\0' };
-	size_t len = strlen(name);
-
-	*n = 0;
-	for (int i = 0; i < argc && *n < 63; i++) {
-		const char *a = argv[i];
-
-		if (i + 1 < argc && (!strcmp(a, s) || (!strncmp(a, "--", 2) && !strcmp(a + 2, name))))
-			v = argv[++i];
-		else if (!strncmp(a, "--", 2) && !strncmp(a + 2, name, len) && a[2 + len] == '=')
-			v = a + 3 + len;
-		else
-			rest[(*n)++] = argv[i];
-	}
-	rest[*n] = NULL;
-	return v;
-}
-
-int cli_node_is_local(const struct apus_config *cfg, int node)
+int host_node_is_local(const struct apus_config *cfg, int node)
 {
 	const char *addr = cfg->nodes[node].address;
 	struct in6_addr a6, b6;
@@ -165,7 +64,7 @@ int cli_node_is_local(const struct apus_config *cfg, int node)
 	return local;
 }
 
-int cli_enter_netns(const char *name)
+int host_enter_netns(const char *name)
 {
 	char path[128];
 	int fd, rc;
@@ -220,7 +119,7 @@ static int has_other_threads(pid_t pid)
 	return found;
 }
 
-int cli_pid_alive(pid_t pid)
+int host_pid_alive(pid_t pid)
 {
 	char path[64], state;
 
@@ -238,7 +137,7 @@ int cli_pid_alive(pid_t pid)
 	return state != 0;
 }
 
-pid_t cli_pidfile_pid(const struct apus_config *cfg, int node, const char *name)
+pid_t host_pidfile_pid(const struct apus_config *cfg, int node, const char *name)
 {
 	char path[PATH_MAX];
 	FILE *f;
@@ -252,16 +151,16 @@ pid_t cli_pidfile_pid(const struct apus_config *cfg, int node, const char *name)
 	if (fscanf(f, "%d", &pid) != 1)
 		pid = 0;
 	fclose(f);
-	return cli_pid_alive(pid) ? pid : 0;
+	return host_pid_alive(pid) ? pid : 0;
 }
 
-void cli_write_pidfile(const struct apus_config *cfg, int node, const char *name, pid_t pid)
+void host_write_pidfile(const struct apus_config *cfg, int node, const char *name, pid_t pid)
 {
 	char path[PATH_MAX];
 	FILE *f;
 
 	if (config_run_path(cfg, node, name, path, sizeof(path)) ||
-	    cli_mkdirs(cfg->nodes[node].run_dir))
+	    host_mkdirs(cfg->nodes[node].run_dir))
 		return;
 	f = fopen(path, "we");
 	if (f) {
@@ -270,14 +169,19 @@ void cli_write_pidfile(const struct apus_config *cfg, int node, const char *name
 	}
 }
 
-pid_t cli_node_pid(const struct apus_config *cfg, int node)
+pid_t host_node_pid(const struct apus_config *cfg, int node)
 {
-	pid_t pid = cli_pidfile_pid(cfg, node, "apus.pid");
+	pid_t pid = host_pidfile_pid(cfg, node, "apus.pid");
 
 	return node_owns_pid(cfg, node, pid) ? pid : 0;
 }
 
-void cli_redirect_stdio(const char *log)
+pid_t host_guard_pid(const struct apus_config *cfg, int node)
+{
+	return host_pidfile_pid(cfg, node, GUARD_PIDFILE);
+}
+
+void host_redirect_stdio(const char *log)
 {
 	int fd = open(log ? log : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -290,12 +194,12 @@ void cli_redirect_stdio(const char *log)
 		dup2(null, 0);
 }
 
-uint64_t cli_mono_ms(void)
+uint64_t host_mono_ms(void)
 {
 	return now_ns() / 1000000;
 }
 
-void cli_sleep_ms(int ms)
+void host_sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
 

@@ -5,10 +5,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
+#include "guard/checkpoint.h"
+#include "guard/host.h"
+#include "guard/owner.h"
+#include "guard/rebuild.h"
 #include "cli.h"
-#include "owner.h"
-#include "rebuild.h"
 
 static const char usage_checkpoint[] =
 	"usage: apus checkpoint --config FILE --node N [--json]\n"
@@ -298,7 +299,7 @@ int cmd_rebuild(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	if (need_node(&c, "rebuild"))
 		return 2;
-	if (cli_find_lib(lib, sizeof(lib)))
+	if (host_find_lib(lib, sizeof(lib)))
 		return 1;
 	int fd = own_stopped_node(&c, "apus rebuild", &rc);
 	if (fd < 0)
@@ -313,7 +314,7 @@ int cmd_rebuild(int argc, char **argv)
 		return 1;
 	}
 	if (c.cfg.guard)
-		cli_start_guard(&c.cfg, c.node);
+		host_start_guard(&c.cfg, c.node);
 	if (c.json)
 		printf("{\"node\": %d, \"from\": %d, \"index\": %llu, \"view\": %llu, "
 		       "\"snapshot_bytes\": %llu, \"hold_ms\": %llu, \"total_ms\": %llu, \"pid\": %d}\n",

@@ -1,6 +1,6 @@
 /* apus: starts, stops and inspects the replicas of a cluster.  One file
- * per command (start.c, stop.c, status.c, ...); their shared helpers are
- * in cli.c. */
+ * per command (start.c, stop.c, status.c, ...); their options and errors
+ * are cli.c's, what they do to a node's processes guard/host.h's. */
 #include <stdio.h>
 #include <string.h>
 

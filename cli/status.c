@@ -8,8 +8,9 @@
 #include "coordinator/storage/recovery.h"
 #include "coordinator/storage/region.h"
 #include "coordinator/storage/region_status.h"
+#include "guard/host.h"
+#include "guard/owner.h"
 #include "cli.h"
-#include "owner.h"
 #include "recovery_view.h"
 
 static const char usage[] =
@@ -201,7 +202,7 @@ static void read_rows(const struct apus_config *cfg, struct cluster_view *v)
 		struct row *r = &v->rows[i];
 		const struct region_ctl *ctl;
 
-		r->pid = cli_node_pid(cfg, i);
+		r->pid = host_node_pid(cfg, i);
 		ctl = region_map_ctl(cfg, i);
 		if (!ctl)
 			continue;

@@ -21,6 +21,7 @@
 #include "coordinator/storage/checks.h"
 #include "coordinator/storage/region.h"
 #include "coordinator/storage/region_status.h"
+#include "guard/host.h"
 #include "cli.h"
 
 static const char usage[] =
@@ -74,7 +75,7 @@ struct node_view {
 static void look(const struct apus_config *cfg, int node, struct node_view *v)
 {
 	const struct region_ctl *ctl = region_map_ctl(cfg, node);
-	pid_t pid = cli_node_pid(cfg, node);
+	pid_t pid = host_node_pid(cfg, node);
 
 	memset(v, 0, sizeof(*v));
 	if (!ctl)
@@ -119,7 +120,7 @@ static void watch_end(struct watch *w)
  * runs here. */
 static void watch_start(const struct apus_config *cfg, int node, struct watch *w)
 {
-	pid_t pid = cli_node_pid(cfg, node);
+	pid_t pid = host_node_pid(cfg, node);
 
 	watch_end(w);
 	/* Writable to ask our question; read-only will do to look. */
@@ -129,7 +130,7 @@ static void watch_start(const struct apus_config *cfg, int node, struct watch *w
 		w->ctl = (struct region_ctl *)region_map_ctl(cfg, node);
 	if (!w->ctl) {
 		w->res = R_DOWN;
-		w->remote = !cli_node_is_local(cfg, node);
+		w->remote = !host_node_is_local(cfg, node);
 		return;
 	}
 	const struct node_status *s = region_status(w->ctl);
@@ -145,7 +146,7 @@ static void watch_start(const struct apus_config *cfg, int node, struct watch *w
  * watched afresh (its region is a new file, its checks count from 0). */
 static void watch_alive(const struct apus_config *cfg, int node, struct watch *w)
 {
-	pid_t pid = cli_node_pid(cfg, node);
+	pid_t pid = host_node_pid(cfg, node);
 	int missed = w->missed;
 
 	if (pid && (uint64_t)pid == w->pid)
@@ -247,7 +248,7 @@ static void ask_all(struct watches *ws, uint64_t bytes, uint64_t crc)
 static void look_all(struct watches *ws, int start)
 {
 	static uint64_t alive_ms;
-	uint64_t now = cli_mono_ms();
+	uint64_t now = host_mono_ms();
 
 	for (int i = 0; i < ws->cfg->nnodes; i++) {
 		struct watch *w = &ws->w[i];
@@ -348,7 +349,7 @@ static int connect_app(const struct apus_config *cfg, int node, uint64_t deadlin
 	}
 	if (connect(fd, (struct sockaddr *)&ss, alen) < 0) {
 		struct pollfd p = { fd, POLLOUT, 0 };
-		uint64_t now = cli_mono_ms();
+		uint64_t now = host_mono_ms();
 
 		if (errno != EINPROGRESS ||
 		    poll(&p, 1, now < deadline ? (int)(deadline - now) : 0) != 1 ||
@@ -378,12 +379,12 @@ static int exchange(int fd, const char *sweep, size_t len, uint64_t deadline, st
 		    struct watches *ws, char *err, size_t errlen)
 {
 	static char buf[1 << 16];
-	uint64_t quiet_since = cli_mono_ms();
+	uint64_t quiet_since = host_mono_ms();
 	size_t sent = 0;
 	int shut = 0;
 
 	while (!r->eof) {
-		uint64_t now = cli_mono_ms();
+		uint64_t now = host_mono_ms();
 		struct pollfd p = { fd, POLLIN | (sent < len ? POLLOUT : 0), 0 };
 		int wait;
 
@@ -422,7 +423,7 @@ static int exchange(int fd, const char *sweep, size_t len, uint64_t deadline, st
 			}
 			if (k > 0) {
 				sent += (size_t)k;
-				quiet_since = cli_mono_ms();
+				quiet_since = host_mono_ms();
 			}
 		}
 		if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -444,7 +445,7 @@ static int exchange(int fd, const char *sweep, size_t len, uint64_t deadline, st
 				/* The very hash the leader's shim keeps of what its
 				 * server wrote to this client. */
 				out_hash_feed(&r->h, buf, (size_t)k, NULL, NULL);
-				quiet_since = cli_mono_ms();
+				quiet_since = host_mono_ms();
 				/* More after a quiet spell (a loaded leader): ask again
 				 * now, while the connection still runs, not after its
 				 * end, when a backup may have checked it already and
@@ -624,9 +625,9 @@ static int sweep_once(struct watches *ws, uint64_t view, const char *sweep, size
 			if (i != leader && ws->w[i].res == R_NONE &&
 			    !match(&ws->w[i], rep->h.off, rep->h.crc))
 				pending++;
-		if (!pending || cli_mono_ms() >= deadline)
+		if (!pending || host_mono_ms() >= deadline)
 			return 0;
-		cli_sleep_ms(POLL_MS);
+		host_sleep_ms(POLL_MS);
 	}
 }
 
@@ -696,7 +697,7 @@ int cmd_verify(int argc, char **argv)
 		cli_error("verify: %s has checker = off: replicas compare no output", c.cfg.path);
 		return 2;
 	}
-	deadline = cli_mono_ms() + (uint64_t)timeout_ms;
+	deadline = host_mono_ms() + (uint64_t)timeout_ms;
 
 	/* The leader, as apus status finds it: the node leading the newest view. */
 	for (int i = 0; i < c.cfg.nnodes; i++) {
@@ -722,7 +723,7 @@ int cmd_verify(int argc, char **argv)
 	 * connections, and ours not asked) is looked for with a new sweep. */
 	do
 		rc = sweep_once(&ws, view, sweep, len, deadline, &rep, &commit);
-	while (!rc && ++attempt < ATTEMPTS && missed_any(&ws) && cli_mono_ms() < deadline);
+	while (!rc && ++attempt < ATTEMPTS && missed_any(&ws) && host_mono_ms() < deadline);
 	if (!rc)
 		rc = report(&c, &ws, view, commit, &rep, timeout_ms);
 	for (int i = 0; i < c.cfg.nnodes; i++)
