@@ -22,6 +22,14 @@ teardown() {
 	stop_cluster "${CONF:-}"
 }
 
+# all_stopped PID... - every thread of every PID is stopped (state T).
+all_stopped() {
+	local p
+	for p in "$@"; do
+		! grep -hqv '^[^)]*) T ' /proc/"$p"/task/*/stat 2>/dev/null || return 1
+	done
+}
+
 held_until_majority() {
 	local mode=$1 portbase=$2 port pids=() pid out
 	CONF=$(APUS_TEST_COMMIT_WAIT=$mode make_conf "$(test_dir "cw-$mode")" "$portbase")
@@ -42,6 +50,9 @@ held_until_majority() {
 	done
 	FROZEN="${pids[*]}"
 	kill -STOP "${pids[@]}"
+	# SIGSTOP reaches every thread a moment later: a backup's role thread
+	# could still ack the next request (then it commits, rightly).
+	retry 100 0.05 all_stopped "${pids[@]}" || fail "the backups did not stop"
 	# The request must not be answered while no backup can hold it.
 	printf 'SET held-open %s\r\n' "$mode" >&"$conn"
 	redis-cli -h "$(leader_host)" -p "$port" SET held "$mode" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
