@@ -1,7 +1,7 @@
 /* In-place reads on a backup, the epoll side.  Once the server watches a
  * replay connection with epoll, the backup thread holds the connection's
  * bytes instead of sending them through the socket (turns.h): the server's
- * read copies them from there (input.c calls replay_take), and its
+ * read copies them from there (input.c's replay_read, turns.h), and its
  * epoll_wait() reports ready the connection whose turn it is (here).  A server blocked in epoll_wait() is woken through an
  * eventfd we put in its set; its events never reach the server.  No
  * socket, no copy in the kernel, no wake-up of the server for a

@@ -13,6 +13,8 @@
 #include "coordinator/node/turns.h"
 #include "shim.h"
 
+/* Leader: what the server read of a client's socket is replicated before
+ * it sees it; its end of stream is the connection's CLOSE. */
 static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcnt, ssize_t n)
 {
 	/* A zero-length read returns 0 without meaning end of stream. */
@@ -20,10 +22,6 @@ static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcn
 		return n;
 	if (n > 0)
 		s->heard = 1;
-	if (s->kind == FD_REPLAY) {
-		replay_tap_read(node_replay(shim_node), s->tap, n);
-		return n;
-	}
 	if (n == 0) {
 		shim_log_close(s);
 		return 0;
@@ -37,27 +35,6 @@ static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcn
 	input_window_enter(node_proposed_stamp(), node_proposed_idx());
 	answers_heard(s, node_proposed_stamp());
 	return n;
-}
-
-/* Backup: how much of a replay connection the server may read now; 0 sets
- * EAGAIN (not its turn: the bytes stay in the socket for later).  A
- * server that does not watch the connection with epoll (a thread per
- * connection, poll()) waits for the turn here, briefly if the read would
- * not block: its poll() says readable while bytes of a later turn sit in
- * the socket. */
-static size_t gate(int fd, struct fd_slot *s, size_t want, int flags)
-{
-	size_t cap;
-
-	if (s->kind != FD_REPLAY || !want)
-		return want;
-	cap = replay_gate(node_replay(shim_node), s->tap, want);
-	if (!cap && !s->ep_set)
-		cap = replay_gate_wait(node_replay(shim_node), s->tap, want,
-				       shim_read_blocks(fd, flags));	/* or REPLAY_GATE_HELD */
-	if (!cap)
-		errno = EAGAIN;
-	return cap;
 }
 
 /* Whether the client of FD has ended its side (its end of stream waits). */
@@ -150,39 +127,20 @@ static int room_for(int fd, struct fd_slot *s)
 	return 0;
 }
 
-/* Leader: a read served from what readahead.c read and replicated ahead
- * (or refused to keep log order); backup: from a held replay turn.
- * Returns 1 with *RET set if so. */
-static int served_here(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt, int flags,
-		       ssize_t *ret)
-{
-	if (s->kind == FD_REPLAY) {
-		/* Backup: a turn held for the server (turns.h); a peek leaves it. */
-		if ((flags & MSG_PEEK) || !iov_total(iov, iovcnt))
-			return 0;
-		return replay_take(node_replay(shim_node), s->tap, iov, iovcnt, ret);
-	}
-	return readahead_take(fd, s, iov, iovcnt, flags & MSG_PEEK, ret);
-}
+/* One read call of the server's, whatever its libc family: its buffers,
+ * and how to make the call on the socket with fewer bytes. */
+enum read_family { CALL_READ, CALL_READV, CALL_RECVFROM, CALL_RECVMSG };
 
-/* A read of S: 1 when served without the socket (*RET set: served_here),
- * else 0 with *CAP, how much the socket may give now (0: EAGAIN set; a
- * peek is not gated: it leaves the bytes where they are).  A turn held
- * here that comes while a read waits for it is taken here. */
-static int take_or_gate(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt,
-			int flags, ssize_t *ret, size_t *cap)
-{
-	while (!served_here(fd, s, iov, iovcnt, flags, ret)) {
-		if (flags & MSG_PEEK)
-			return 0;
-		*cap = gate(fd, s, iov_total(iov, iovcnt), flags);
-		if (*cap != REPLAY_GATE_HELD)
-			return 0;
-	}
-	if (*ret > 0 && !(flags & MSG_PEEK))
-		s->heard = 1;
-	return 1;
-}
+struct read_call {
+	enum read_family family;
+	int fd, flags;
+	const struct iovec *iov;	/* the server's buffers */
+	int iovcnt;
+	struct sockaddr *addr;		/* recvfrom */
+	socklen_t *alen;
+	struct msghdr *msg;		/* recvmsg (iov is its msg_iov) */
+	int from_socket;		/* the call reached the socket */
+};
 
 /* Copies IOV into OUT truncated to CAP bytes; returns the number of entries. */
 static int iov_cap(const struct iovec *iov, int iovcnt, size_t cap, struct iovec *out)
@@ -199,24 +157,103 @@ static int iov_cap(const struct iovec *iov, int iovcnt, size_t cap, struct iovec
 	return n;
 }
 
-static ssize_t read_tracked(int fd, struct fd_slot *s, void *buf, size_t len)
+/* The call on the socket, for at most CAP bytes of its buffers. */
+static ssize_t socket_read(void *arg, size_t cap)
 {
-	struct iovec iov = { buf, len };
+	struct read_call *c = arg;
+	struct iovec capped[IOV_CAP];
+	const struct iovec *iov = c->iov;
+	int iovcnt = c->iovcnt;
 	ssize_t n;
-	size_t cap;
 
-	if (take_or_gate(fd, s, &iov, 1, 0, &n, &cap))
+	c->from_socket = 1;
+	if (cap < iov_total(iov, iovcnt)) {
+		iovcnt = iov_cap(iov, iovcnt, cap, capped);
+		iov = capped;
+	}
+	switch (c->family) {
+	case CALL_READ:
+		return real.read(c->fd, c->iov[0].iov_base, cap);
+	case CALL_READV:
+		return real.readv(c->fd, iov, iovcnt);
+	case CALL_RECVFROM:
+		return real.recvfrom(c->fd, c->iov[0].iov_base, cap, c->flags, c->addr, c->alen);
+	case CALL_RECVMSG:
+		c->msg->msg_iov = (struct iovec *)iov;
+		c->msg->msg_iovlen = (size_t)iovcnt;
+		n = real.recvmsg(c->fd, c->msg, c->flags);
+		c->msg->msg_iov = (struct iovec *)c->iov;
+		c->msg->msg_iovlen = (size_t)c->iovcnt;
 		return n;
-	if ((len && !cap) || !room_for(fd, s))
+	}
+	errno = EINVAL;
+	return -1;
+}
+
+static int socket_read_blocks(void *arg)
+{
+	const struct read_call *c = arg;
+
+	return shim_read_blocks(c->fd, c->flags);
+}
+
+/* Backup: a read of a replay connection takes the turns of its entries in
+ * log order (turns.h); a peek leaves them where they are. */
+static ssize_t replay_input(struct fd_slot *s, struct read_call *c)
+{
+	struct replay_sock sock = { socket_read, socket_read_blocks, c, s->ep_set != 0 };
+	ssize_t n;
+
+	if (c->flags & MSG_PEEK)
+		return socket_read(c, iov_total(c->iov, c->iovcnt));
+	n = replay_read(node_replay(shim_node), s->tap, c->iov, c->iovcnt, &sock);
+	if (n > 0)
+		s->heard = 1;
+	return n;
+}
+
+/* Leader: a read of a client, served from what readahead.c read and
+ * replicated ahead (or refused there to keep log order), else from the
+ * socket and replicated before the server sees it. */
+static ssize_t client_input(struct fd_slot *s, struct read_call *c)
+{
+	int peek = c->flags & MSG_PEEK;
+	size_t want = iov_total(c->iov, c->iovcnt);
+	ssize_t n;
+
+	if (readahead_take(c->fd, s, c->iov, c->iovcnt, peek, &n)) {
+		if (n > 0 && !peek)
+			s->heard = 1;
+		return n;
+	}
+	/* A peek leaves the bytes in the socket: they count when really read. */
+	if (peek)
+		return socket_read(c, want);
+	if (!room_for(c->fd, s))
 		return -1;
-	iov.iov_len = cap;
-	return after_input(s, &iov, 1, real.read(fd, buf, cap));
+	return after_input(s, c->iov, c->iovcnt, socket_read(c, want));
+}
+
+/* A read of a tracked connection (a client's, or a backup's replay one),
+ * around the request order (request_order.c; a peek starts no request). */
+static ssize_t input_read(struct fd_slot *s, struct read_call *c)
+{
+	int peek = c->flags & MSG_PEEK;
+	ssize_t n;
+
+	if (!peek)
+		request_order_before_read(c->fd, s, c->flags);
+	n = s->kind == FD_REPLAY ? replay_input(s, c) : client_input(s, c);
+	if (!peek)
+		request_order_after_read(s, n);
+	return n;
 }
 
 APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
+	struct iovec iov = { buf, len };
+	struct read_call c = { .family = CALL_READ, .fd = fd, .iov = &iov, .iovcnt = 1 };
 	struct fd_slot *s;
-	ssize_t n;
 
 	real_resolve();
 	s = shim_slot(fd);
@@ -225,34 +262,13 @@ APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 			return random_device_read(fd, s, buf, len);
 		return real.read(fd, buf, len);
 	}
-	request_order_before_read(fd, s, 0);
-	n = read_tracked(fd, s, buf, len);
-	request_order_after_read(s, n);
-	return n;
-}
-
-static ssize_t readv_tracked(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt)
-{
-	struct iovec capped[IOV_CAP];
-	size_t want, cap;
-	ssize_t n;
-
-	if (take_or_gate(fd, s, iov, iovcnt, 0, &n, &cap))
-		return n;
-	want = iov_total(iov, iovcnt);
-	if ((!cap && want) || !room_for(fd, s))
-		return -1;
-	if (cap < want) {
-		iovcnt = iov_cap(iov, iovcnt, cap, capped);
-		iov = capped;
-	}
-	return after_input(s, iov, iovcnt, real.readv(fd, iov, iovcnt));
+	return input_read(s, &c);
 }
 
 APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
+	struct read_call c = { .family = CALL_READV, .fd = fd, .iov = iov, .iovcnt = iovcnt };
 	struct fd_slot *s;
-	ssize_t n;
 
 	real_resolve();
 	s = shim_slot(fd);
@@ -261,49 +277,24 @@ APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 			return random_device_readv(fd, s, iov, iovcnt);
 		return real.readv(fd, iov, iovcnt);
 	}
-	request_order_before_read(fd, s, 0);
-	n = readv_tracked(fd, s, iov, iovcnt);
-	request_order_after_read(s, n);
-	return n;
-}
-
-static ssize_t recvfrom_tracked(int fd, struct fd_slot *s, void *buf, size_t len, int flags,
-				struct sockaddr *addr, socklen_t *alen)
-{
-	struct iovec iov = { buf, len };
-	ssize_t n;
-
-	size_t cap;
-
-	if (take_or_gate(fd, s, &iov, 1, flags, &n, &cap)) {
-		if (n >= 0 && alen)
-			*alen = 0;	/* a stream socket names no sender */
-		return n;
-	}
-	/* A peek leaves the bytes in the socket: they count when really read. */
-	if (flags & MSG_PEEK)
-		return real.recvfrom(fd, buf, len, flags, addr, alen);
-	if ((len && !cap) || !room_for(fd, s))
-		return -1;
-	iov.iov_len = cap;
-	return after_input(s, &iov, 1, real.recvfrom(fd, buf, cap, flags, addr, alen));
+	return input_read(s, &c);
 }
 
 APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
 			     socklen_t *alen)
 {
+	struct iovec iov = { buf, len };
+	struct read_call c = { .family = CALL_RECVFROM, .fd = fd, .flags = flags, .iov = &iov,
+			       .iovcnt = 1, .addr = addr, .alen = alen };
 	struct fd_slot *s;
 	ssize_t n;
 
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
 		return real.recvfrom(fd, buf, len, flags, addr, alen);
-	/* A peek leaves the bytes in the socket: no request starts. */
-	if (!(flags & MSG_PEEK))
-		request_order_before_read(fd, s, flags);
-	n = recvfrom_tracked(fd, s, buf, len, flags, addr, alen);
-	if (!(flags & MSG_PEEK))
-		request_order_after_read(s, n);
+	n = input_read(s, &c);
+	if (n >= 0 && !c.from_socket && alen)
+		*alen = 0;	/* a stream socket names no sender */
 	return n;
 }
 
@@ -312,47 +303,21 @@ APUS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 	return recvfrom(fd, buf, len, flags, NULL, NULL);
 }
 
-static ssize_t recvmsg_tracked(int fd, struct fd_slot *s, struct msghdr *msg, int flags)
-{
-	struct iovec capped[IOV_CAP], *orig_iov = msg->msg_iov;
-	size_t orig_len = msg->msg_iovlen, want, cap;
-	ssize_t n;
-
-	if (take_or_gate(fd, s, msg->msg_iov, (int)msg->msg_iovlen, flags, &n, &cap)) {
-		if (n >= 0) {
-			msg->msg_namelen = 0;
-			msg->msg_controllen = 0;
-			msg->msg_flags = 0;
-		}
-		return n;
-	}
-	if (flags & MSG_PEEK)
-		return real.recvmsg(fd, msg, flags);
-	want = iov_total(msg->msg_iov, (int)msg->msg_iovlen);
-	if ((!cap && want) || !room_for(fd, s))
-		return -1;
-	if (cap < want) {
-		msg->msg_iovlen = (size_t)iov_cap(orig_iov, (int)orig_len, cap, capped);
-		msg->msg_iov = capped;
-	}
-	n = real.recvmsg(fd, msg, flags);
-	msg->msg_iov = orig_iov;
-	msg->msg_iovlen = orig_len;
-	return after_input(s, orig_iov, (int)orig_len, n);
-}
-
 APUS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
+	struct read_call c = { .family = CALL_RECVMSG, .fd = fd, .flags = flags,
+			       .iov = msg->msg_iov, .iovcnt = (int)msg->msg_iovlen, .msg = msg };
 	struct fd_slot *s;
 	ssize_t n;
 
 	real_resolve();
 	if (!(s = shim_tracked(fd)))
 		return real.recvmsg(fd, msg, flags);
-	if (!(flags & MSG_PEEK))
-		request_order_before_read(fd, s, flags);
-	n = recvmsg_tracked(fd, s, msg, flags);
-	if (!(flags & MSG_PEEK))
-		request_order_after_read(s, n);
+	n = input_read(s, &c);
+	if (n >= 0 && !c.from_socket) {
+		msg->msg_namelen = 0;
+		msg->msg_controllen = 0;
+		msg->msg_flags = 0;
+	}
 	return n;
 }

@@ -123,7 +123,7 @@ void readahead_unlock(void);
 
 /* Backup (inplace.c): its epoll_wait() on EPFD, whose slot is SET; EPFD
  * watches a replay connection: the set's replay waker joins it.  (A read served from a held turn is
- * turns.h's replay_take.) */
+ * turns.h's replay_read.) */
 int inplace_wait(int epfd, struct fd_slot *set, struct epoll_event *ev, int max, int timeout,
 		 const sigset_t *sigmask, real_wait_fn wait);
 void inplace_set_watches(int epfd, struct fd_slot *set);

@@ -297,6 +297,36 @@ int replay_take(struct replay *r, struct replay_tap *t, const struct iovec *iov,
 	return 1;
 }
 
+/* --- A read, whatever its libc family --- */
+
+ssize_t replay_read(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt,
+		    const struct replay_sock *sock)
+{
+	size_t want = iov_total(iov, iovcnt), cap;
+	ssize_t n;
+
+	/* A zero-length read returns 0 and consumes nothing: no turn. */
+	if (!want)
+		return sock->read(sock->arg, 0);
+	for (;;) {
+		if (replay_take(r, t, iov, iovcnt, &n))
+			return n;
+		cap = replay_gate(r, t, want);
+		if (!cap && !sock->watched)
+			cap = replay_gate_wait(r, t, want, sock->blocks(sock->arg));
+		if (cap != REPLAY_GATE_HELD)
+			break;	/* else the turn that came is held here: take it */
+	}
+	if (!cap) {
+		errno = EAGAIN;
+		return -1;
+	}
+	n = sock->read(sock->arg, cap);
+	if (n >= 0)
+		replay_tap_read(r, t, n);
+	return n;
+}
+
 int replay_ready_fds(struct replay *r, int waker, int *fds, int cap)
 {
 	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);

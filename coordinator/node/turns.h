@@ -10,13 +10,13 @@
  * node's role thread), with R the node's replay (node_replay()):
  *   accept()     replay_tap_claim: is the new fd one of ours?  Its tap is
  *                then the fd's for the connection's life.
- *   a read of a replay connection, in this order: replay_take (in place:
- *                the turn's bytes are held here; if it serves the read,
- *                nothing else is called), else replay_gate before the
- *                socket read (how much may be read now; 0: then
- *                replay_gate_wait, and EAGAIN if it says 0 too) and
- *                replay_tap_read after it with what it got (bytes, or 0
- *                for end of stream), before the next gate of that tap.
+ *   a read of a replay connection (read, readv, recv*, but a peek):
+ *                replay_read, with the shim's socket read for its family.
+ *                (Inside: replay_take serves the turn's bytes held here,
+ *                else replay_gate says how much the socket may give now,
+ *                replay_gate_wait waits for the turn of a connection no
+ *                epoll set watches, and replay_tap_read accounts what the
+ *                socket gave; the unit tests call these steps one by one.)
  *   a write      replay_absorb: in place, the output goes to the check;
  *                either way it answers what the server read of it.
  *   epoll_ctl()  once per set, replay_waker_open and the waker's eventfd
@@ -67,6 +67,28 @@
 
 struct replay;
 struct replay_tap;
+
+/* The socket side of a server's read of a replay connection, as the shim
+ * makes it for the libc family the server called. */
+struct replay_sock {
+	/* Reads at most CAP bytes from the socket into the caller's buffers:
+	 * what the libc call returns (errno set on -1). */
+	ssize_t (*read)(void *arg, size_t cap);
+	/* Whether the read would block (a blocking socket, no MSG_DONTWAIT);
+	 * asked only when a read not WATCHED must wait for its turn. */
+	int (*blocks)(void *arg);
+	void *arg;
+	int watched;	/* an epoll set watches the connection: it reports turns */
+};
+
+/* A read of replay connection T by the server into IOV (not a peek: that
+ * goes to the socket as it is): served from its turn's bytes held here, or
+ * from the socket (SOCK, at most what the turn holds) when the turn heads
+ * the schedule, waiting for it first if no epoll set watches T; what the
+ * server consumed is accounted.  Returns what the read returns; -1 with
+ * errno EAGAIN when it is not T's turn. */
+ssize_t replay_read(struct replay *r, struct replay_tap *t, const struct iovec *iov, int iovcnt,
+		    const struct replay_sock *sock);
 
 /* The server accepted FD from PEER_ADDR:PEER_PORT; returns its tap if it is
  * one of our replay connections, NULL for anybody else. */

@@ -2,7 +2,8 @@
  * the shim drives it from the server's side: a listening socket of this process
  * is "the server", replay_exec() feeds it committed entries.
  *
- * Socket path: a read of a connection whose turn it is not gets nothing
+ * Socket path (replay_read, as the shim calls it): a read of a connection
+ * whose turn it is not gets nothing
  * (EAGAIN), a read whose turn it is takes at most that turn's bytes even
  * when the socket holds more, turns follow the log's order across
  * connections and each connection's own order, and the end of stream is
@@ -101,20 +102,44 @@ static struct srv_conn open_conn(uint64_t *idx)
 	return c;
 }
 
-/* The shim's read of C on the socket path: gate, read, account.  Returns
- * what was read, -1 for EAGAIN (not its turn), 0 for end of stream. */
-static ssize_t srv_read(struct srv_conn *c, char *out, size_t want)
+struct srv_sock {
+	struct srv_conn *c;
+	char *out;
+};
+
+/* The socket read replay_read makes: CAP bytes at most, once they came. */
+static ssize_t srv_sock_read(void *arg, size_t cap)
 {
-	size_t may = replay_gate(r, c->tap, want);
-	struct pollfd p = { c->fd, POLLIN, 0 };
+	struct srv_sock *a = arg;
+	struct pollfd p = { a->c->fd, POLLIN, 0 };
 	ssize_t k;
 
-	if (!may)
-		return -1;
 	CHECK(poll(&p, 1, 2000) == 1, "the turn's bytes never came");
-	k = read(c->fd, out, may);
+	k = read(a->c->fd, a->out, cap);
 	CHECK(k >= 0, "read: %s", strerror(errno));
-	replay_tap_read(r, c->tap, k);
+	return k;
+}
+
+static int watched_never_asked(void *arg)
+{
+	(void)arg;
+	CHECK(0, "replay_read asked whether a watched connection's read blocks");
+	return 0;
+}
+
+/* The shim's read of C on the socket path (replay_read, as for a
+ * connection an epoll set watches).  Returns what was read, -1 for EAGAIN
+ * (not its turn), 0 for end of stream. */
+static ssize_t srv_read(struct srv_conn *c, char *out, size_t want)
+{
+	struct srv_sock a = { c, out };
+	struct replay_sock sock = { srv_sock_read, watched_never_asked, &a, 1 };
+	struct iovec iov = { out, want };
+	ssize_t k;
+
+	errno = 0;
+	k = replay_read(r, c->tap, &iov, 1, &sock);
+	CHECK(k >= 0 || errno == EAGAIN, "replay_read: -1 with %s", strerror(errno));
 	return k;
 }
 
