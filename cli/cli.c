@@ -9,16 +9,15 @@
 
 #include "coordinator/node/members.h"
 #include "cli.h"
+#include "guard/host.h"
 
 void cli_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("apus: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	host_verror(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 int cli_parse(struct cli *c, const char *cmd, const char *usage, int argc, char **argv)

@@ -20,15 +20,20 @@
 #include "host.h"
 #include "owner.h"
 
+void host_verror(const char *fmt, va_list ap)
+{
+	fputs("apus: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 void host_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("apus: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	host_verror(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 int host_node_is_local(const struct apus_config *cfg, int node)

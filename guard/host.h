@@ -6,6 +6,7 @@
 #ifndef APUS_HOST_H
 #define APUS_HOST_H
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -17,6 +18,8 @@
 
 /* Prints one line "apus: ..." to stderr (the guard's: to its log). */
 void host_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same with a va_list (the CLI's cli_error prints through it). */
+void host_verror(const char *fmt, va_list ap);
 
 /* Whether NODE's address belongs to this host. */
 int host_node_is_local(const struct apus_config *cfg, int node);
