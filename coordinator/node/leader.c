@@ -553,8 +553,14 @@ static void log_child_exits(struct node *n)
 
 void node_input_handed(struct node *n, uint64_t idx)
 {
-	uint64_t cur = __atomic_load_n(&n->lead.handed_idx, __ATOMIC_RELAXED);
+	uint64_t cur;
 
+	/* Only a held reply asks (node_wait_output): with commit_wait = read
+	 * the server never sees uncommitted input, and read-ahead's fast path
+	 * keeps no shared word. */
+	if (n->cfg.commit_wait != COMMIT_WAIT_REPLY)
+		return;
+	cur = __atomic_load_n(&n->lead.handed_idx, __ATOMIC_RELAXED);
 	while (cur < idx && !__atomic_compare_exchange_n(&n->lead.handed_idx, &cur, idx, 0,
 							 __ATOMIC_RELEASE, __ATOMIC_RELAXED))
 		;

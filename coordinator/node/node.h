@@ -98,7 +98,7 @@ int node_wait_output(struct node *n);
 
 /* Leader: the server was handed the input of entry IDX (node_propose's
  * entries are handed as they return; read-ahead's when the server takes
- * them).  What node_wait_output waits for. */
+ * them).  What node_wait_output waits for; nothing with commit_wait = read. */
 void node_input_handed(struct node *n, uint64_t idx);
 
 /* Whether the node takes application clients now (leads and is serving). */
