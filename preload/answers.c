@@ -29,33 +29,33 @@
 
 void answers_heard(struct fd_slot *s, uint64_t stamp_ms)
 {
-	if (__atomic_load_n(&s->point_watch, __ATOMIC_RELAXED)) {
-		__atomic_store_n(&s->point_cut, 1, __ATOMIC_RELAXED);
-		__atomic_store_n(&s->point_watch, 0, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&s->client.point_watch, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&s->client.point_cut, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->client.point_watch, 0, __ATOMIC_RELAXED);
 	}
-	__atomic_store_n(&s->heard_stamp_ms, stamp_ms, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->unanswered, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->client.heard_stamp_ms, stamp_ms, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->client.unanswered, 1, __ATOMIC_RELAXED);
 }
 
 int answers_flags(const struct fd_slot *s)
 {
 	/* (Read ahead only once the bytes before were consumed.) */
-	return __atomic_load_n(&s->unanswered, __ATOMIC_RELAXED) ? 0 : ENTRY_F_ANSWERED;
+	return __atomic_load_n(&s->client.unanswered, __ATOMIC_RELAXED) ? 0 : ENTRY_F_ANSWERED;
 }
 
 void answers_wrote(struct fd_slot *s)
 {
-	if (__atomic_load_n(&s->unanswered, __ATOMIC_RELAXED))
-		__atomic_store_n(&s->unanswered, 0, __ATOMIC_RELAXED);
-	if (__atomic_load_n(&s->point_watch, __ATOMIC_RELAXED))
-		__atomic_store_n(&s->point_watch, 0, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&s->client.unanswered, __ATOMIC_RELAXED))
+		__atomic_store_n(&s->client.unanswered, 0, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&s->client.point_watch, __ATOMIC_RELAXED))
+		__atomic_store_n(&s->client.point_watch, 0, __ATOMIC_RELAXED);
 }
 
 void answers_reset(struct fd_slot *s)
 {
-	s->unanswered = 0;
-	s->point_watch = 0;
-	s->point_cut = 0;
+	s->client.unanswered = 0;
+	s->client.point_watch = 0;
+	s->client.point_cut = 0;
 }
 
 /* Every client slot: F(S).  (Slots are never freed: see fdtable.h.) */
@@ -73,12 +73,12 @@ static void each_client(void (*f)(struct fd_slot *s, void *arg), void *arg)
 static void watch(struct fd_slot *s, void *arg)
 {
 	uint64_t now_ms = *(const uint64_t *)arg;
-	uint32_t w = __atomic_load_n(&s->unanswered, __ATOMIC_RELAXED) &&
-		     now_ms <= __atomic_load_n(&s->heard_stamp_ms, __ATOMIC_RELAXED) +
+	uint32_t w = __atomic_load_n(&s->client.unanswered, __ATOMIC_RELAXED) &&
+		     now_ms <= __atomic_load_n(&s->client.heard_stamp_ms, __ATOMIC_RELAXED) +
 				   MID_REQUEST_WINDOW_MS;
 
-	__atomic_store_n(&s->point_cut, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->point_watch, w, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->client.point_cut, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->client.point_watch, w, __ATOMIC_RELAXED);
 }
 
 void answers_fork(void)
@@ -97,11 +97,11 @@ static void count_cut(struct fd_slot *s, void *arg)
 {
 	struct cut_count *c = arg;
 
-	if (!__atomic_load_n(&s->point_cut, __ATOMIC_RELAXED) &&
-	    !__atomic_load_n(&s->point_watch, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&s->client.point_cut, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&s->client.point_watch, __ATOMIC_RELAXED))
 		return;
 	if (!c->n++)
-		c->first = s->conn;
+		c->first = s->client.conn;
 }
 
 int answers_cut(struct viewstamp *first)

@@ -88,11 +88,11 @@ static int admit(int fd)
 			refuse(fd, "this node was deposed");
 			return -1;
 		}
-		s->conn = vs;
-		s->closed_logged = 0;
-		s->out = (struct out_hash){ 0, 0 };
+		s->client.conn = vs;
+		s->client.closed_logged = 0;
+		s->client.out = (struct out_hash){ 0, 0 };
 		s->heard = 0;
-		s->polled = 0;
+		s->client.polled = 0;
 		answers_reset(s);
 		readahead_reset(s);
 		s->kind = FD_CLIENT;
@@ -112,7 +112,7 @@ static int admit(int fd)
 		refuse(fd, why);
 		return -1;
 	}
-	s->tap = tap;
+	s->replay.tap = tap;
 	s->ep_set = 0;
 	s->heard = 0;
 	s->kind = FD_REPLAY;
@@ -164,14 +164,28 @@ APUS_EXPORT int listen(int fd, int backlog)
 
 void shim_log_close(struct fd_slot *s)
 {
-	if (s->kind != FD_CLIENT || s->closed_logged)
+	if (s->kind != FD_CLIENT || s->client.closed_logged)
 		return;
-	s->closed_logged = 1;
+	s->client.closed_logged = 1;
 	/* The CLOSE carries the final checkpoint of the connection's output. */
-	struct out_record last = { s->conn.view, s->conn.idx, s->out.off, s->out.crc };
+	const struct fd_client *c = &s->client;
+	struct out_record last = { c->conn.view, c->conn.idx, c->out.off, c->out.crc };
 	struct iovec iov = { &last, sizeof(last) };
-	node_propose(shim_node, ENTRY_CLOSE, answers_flags(s), s->conn, &iov, 1,
+	node_propose(shim_node, ENTRY_CLOSE, answers_flags(s), c->conn, &iov, 1,
 		     node_config(shim_node)->checker ? sizeof(last) : 0, NULL);
+}
+
+void client_fd_close(int fd, struct fd_slot *s)
+{
+	readahead_forget(fd, s);
+	shim_log_close(s);
+	request_order_closed(fd);
+}
+
+void replay_fd_close(int fd, struct fd_slot *s)
+{
+	(void)fd;
+	replay_tap_close(node_replay(shim_node), s->replay.tap);
 }
 
 APUS_EXPORT int close(int fd)
@@ -181,20 +195,15 @@ APUS_EXPORT int close(int fd)
 	real_resolve();
 	if (!shim_enter() || !(s = fd_lookup(fd)))
 		return real.close(fd);
-	if (s->ra_epoll) {
+	if (s->epoll.clients) {
 		/* A set of the server's (epoll.c). */
-		__atomic_store_n(&s->ra_epoll, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&s->epoll.clients, 0, __ATOMIC_RELEASE);
 		inplace_set_closed(s);
 	}
 	if (s->kind != FD_UNKNOWN) {
 		s->ep_set = 0;
-		if (s->kind == FD_CLIENT) {
-			readahead_forget(fd, s);
-			shim_log_close(s);
-			request_order_closed(fd);
-		} else if (s->kind == FD_REPLAY) {
-			replay_tap_close(node_replay(shim_node), s->tap);
-		}
+		if (fd_ops_of(s)->close)
+			fd_ops_of(s)->close(fd, s);
 		s->kind = FD_UNKNOWN;
 	}
 	return real.close(fd);

@@ -44,8 +44,8 @@ static int wait_sigmask(int epfd, struct epoll_event *ev, int max, int timeout,
 	return real.epoll_pwait(epfd, ev, max, timeout, sigmask);
 }
 
-static int shim_wait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *sigmask,
-		     real_wait_fn wait)
+static int shim_wait(int epfd, struct epoll_event *ev, int max, int timeout,
+		     const sigset_t *sigmask, real_wait_fn wait)
 {
 	struct fd_slot *set;
 
@@ -59,14 +59,14 @@ static int shim_wait(int epfd, struct epoll_event *ev, int max, int timeout, con
 	if (shim_node && shim_enter())
 		request_order_idle();
 	if (max <= 0 || !shim_enter() || !(set = fd_lookup(epfd)) ||
-	    !__atomic_load_n(&set->ra_epoll, __ATOMIC_ACQUIRE) || !shim_node)
+	    !__atomic_load_n(&set->epoll.clients, __ATOMIC_ACQUIRE) || !shim_node)
 		return wait(epfd, ev, max, timeout, sigmask);
 	if (!node_serving(shim_node))
 		return inplace_wait(epfd, set, ev, max, timeout, sigmask, wait);
 	int n = readahead_active() ? readahead_wait(epfd, ev, max, timeout, sigmask, wait)
 				   : wait(epfd, ev, max, timeout, sigmask);
 	/* A backup's eventfd may still sit in the set of a node that leads now. */
-	if (n > 0 && __atomic_load_n(&set->waker, __ATOMIC_ACQUIRE))
+	if (n > 0 && __atomic_load_n(&set->epoll.waker, __ATOMIC_ACQUIRE))
 		n = inplace_drop_kicks(set, ev, n);
 	return n;
 }
@@ -88,9 +88,22 @@ APUS_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeo
 static int set_waker(int ep_set)
 {
 	struct fd_slot *set = ep_set ? fd_lookup(ep_set - 1) : NULL;
-	int w = set ? __atomic_load_n(&set->waker, __ATOMIC_ACQUIRE) : 0;
+	int w = set ? __atomic_load_n(&set->epoll.waker, __ATOMIC_ACQUIRE) : 0;
 
 	return w ? w - 1 : 0;
+}
+
+/* A replay connection's watch: with replay_in_place, the backup thread
+ * holds the bytes of one the server watches for input (turns.h), and the
+ * set's waker wakes the server for them (inplace.c). */
+void replay_fd_watched(int epfd, struct fd_slot *s, struct fd_slot *set)
+{
+	if (set)
+		inplace_set_watches(epfd, set);
+	replay_tap_watch(node_replay(shim_node), s->replay.tap,
+			 node_config(shim_node)->replay_in_place && s->ep_set &&
+				 (s->ep_events & EPOLLIN),
+			 set_waker(s->ep_set));
 }
 
 APUS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *e)
@@ -103,11 +116,6 @@ APUS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *e)
 	if (rc || !(s = shim_tracked(fd)))
 		return rc;
 	set = op != EPOLL_CTL_DEL ? fd_slot_get(epfd) : NULL;
-	if (set) {
-		if (s->kind == FD_REPLAY)
-			inplace_set_watches(epfd, set);
-		__atomic_store_n(&set->ra_epoll, 1, __ATOMIC_RELEASE);
-	}
 	readahead_lock();
 	if (op == EPOLL_CTL_DEL) {
 		if (s->ep_set == epfd + 1)
@@ -117,11 +125,11 @@ APUS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *e)
 		s->ep_events = e->events;
 		s->ep_data = e->data.u64;
 	}
-	if (s->kind == FD_REPLAY)
-		replay_tap_watch(node_replay(shim_node), s->tap,
-				 node_config(shim_node)->replay_in_place && s->ep_set &&
-					 (s->ep_events & EPOLLIN),
-				 set_waker(s->ep_set));
+	if (fd_ops_of(s)->watched)
+		fd_ops_of(s)->watched(epfd, s, set);
 	readahead_unlock();
+	/* Last: a wait on the set finds a replay connection's waker in it. */
+	if (set)
+		__atomic_store_n(&set->epoll.clients, 1, __ATOMIC_RELEASE);
 	return rc;
 }

@@ -1,11 +1,12 @@
 /* In-place reads on a backup, the epoll side.  Once the server watches a
  * replay connection with epoll, the backup thread holds the connection's
  * bytes instead of sending them through the socket (turns.h): the server's
- * read copies them from there (input.c's replay_read, turns.h), and its
- * epoll_wait() reports ready the connection whose turn it is (here).  A server blocked in epoll_wait() is woken through an
- * eventfd we put in its set; its events never reach the server.  No
- * socket, no copy in the kernel, no wake-up of the server for a
- * connection that may not be read yet. */
+ * read copies them from there (turns.h's replay_read), and its
+ * epoll_wait() reports ready the connection whose turn it is (here).  A
+ * server blocked in epoll_wait() is woken through an eventfd we put in
+ * its set; its events never reach the server.  No socket, no copy in the
+ * kernel, no wake-up of the server for a connection that may not be read
+ * yet. */
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,7 +20,7 @@
 /* The replay waker of SET (its id; 0 is also the common one). */
 static int waker_of(const struct fd_slot *set)
 {
-	int w = __atomic_load_n(&set->waker, __ATOMIC_ACQUIRE);
+	int w = __atomic_load_n(&set->epoll.waker, __ATOMIC_ACQUIRE);
 
 	return w ? w - 1 : 0;
 }
@@ -30,7 +31,7 @@ void inplace_set_watches(int epfd, struct fd_slot *set)
 	struct epoll_event ev = { EPOLLIN, { .u64 = KICK_DATA } };
 	int w;
 
-	if (__atomic_load_n(&set->waker, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&set->epoll.waker, __ATOMIC_ACQUIRE))
 		return;
 	/* Two threads may watch their first replay connection in one set at
 	 * once: one waker wins, the other goes back. */
@@ -40,7 +41,7 @@ void inplace_set_watches(int epfd, struct fd_slot *set)
 		return;
 	}
 	int none = 0;
-	if (!__atomic_compare_exchange_n(&set->waker, &none, w + 1, 0, __ATOMIC_ACQ_REL,
+	if (!__atomic_compare_exchange_n(&set->epoll.waker, &none, w + 1, 0, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
 		real.epoll_ctl(epfd, EPOLL_CTL_DEL, replay_waker_fd(r, w), NULL);
 		replay_waker_close(r, w);
@@ -49,7 +50,7 @@ void inplace_set_watches(int epfd, struct fd_slot *set)
 
 void inplace_set_closed(struct fd_slot *set)
 {
-	int w = __atomic_exchange_n(&set->waker, 0, __ATOMIC_ACQ_REL);
+	int w = __atomic_exchange_n(&set->epoll.waker, 0, __ATOMIC_ACQ_REL);
 
 	if (w && shim_node)
 		replay_waker_close(node_replay(shim_node), w - 1);

@@ -26,7 +26,7 @@ static ssize_t after_input(struct fd_slot *s, const struct iovec *iov, int iovcn
 		shim_log_close(s);
 		return 0;
 	}
-	if (node_propose(shim_node, ENTRY_RECV, answers_flags(s), s->conn, iov, iovcnt,
+	if (node_propose(shim_node, ENTRY_RECV, answers_flags(s), s->client.conn, iov, iovcnt,
 			 (size_t)n, NULL)) {
 		/* Not replicated, so the server must not act on it. */
 		errno = ECONNRESET;
@@ -45,23 +45,39 @@ static int client_left(int fd)
 	return real.recvfrom(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) == 0;
 }
 
-/* Whether the shim would refuse a read of S (FD) now, though the kernel
- * has input for it: a backup's replay connection out of turn, or a
- * leader's client whose input finds no room in the log (room_for).  No
- * side effects: poll() asks it (poll.c). */
-int input_refused_now(int fd, struct fd_slot *s)
+/* poll() found a replay connection readable: its bytes may be there ahead
+ * of their turn (the role thread writes them into the socket early), and
+ * a read out of turn is refused.  No side effects. */
+int replay_fd_poll_ready(int fd, struct fd_slot *s)
 {
-	if (s->kind == FD_REPLAY)
-		return !node_serving(shim_node) && node_replay(shim_node) &&
-		       !replay_tap_ready(node_replay(shim_node), s->tap);
-	if (s->kind != FD_CLIENT || !node_serving(shim_node) ||
-	    node_input_room(shim_node, 0, !answers_flags(s)) ||
+	(void)fd;
+	return node_serving(shim_node) || !node_replay(shim_node) ||
+	       replay_tap_ready(node_replay(shim_node), s->replay.tap);
+}
+
+/* Whether the shim would refuse a read of client S (FD) now, though the
+ * kernel has input for it: the input finds no room in the log (room_for). */
+static int client_read_refused(int fd, struct fd_slot *s)
+{
+	if (!node_serving(shim_node) || node_input_room(shim_node, 0, !answers_flags(s)) ||
 	    !(fcntl(fd, F_GETFL) & O_NONBLOCK) ||
 	    /* There the read ends a session that waits too long (room_for). */
 	    node_config(shim_node)->snapshot_connections == SNAPSHOT_CONNECTIONS_NONE)
 		return 0;
 	/* A client that left: its end of stream needs no room. */
 	return !client_left(fd);
+}
+
+/* poll() found client S readable: the server is told only if its read
+ * would get the input, and from then on the client counts as polled
+ * (polled_waits). */
+int client_fd_poll_ready(int fd, struct fd_slot *s)
+{
+	if (client_read_refused(fd, s))
+		return 0;
+	if (!s->client.polled)
+		s->client.polled = 1;
+	return 1;
 }
 
 #define IOV_CAP 64
@@ -80,7 +96,7 @@ static int polled_waits(const struct fd_slot *s)
 {
 	const struct apus_config *c;
 
-	if (!s->polled)
+	if (!s->client.polled)
 		return 0;	/* the common path: one load */
 	c = node_config(shim_node);
 	return c->snapshot_connections != SNAPSHOT_CONNECTIONS_NONE &&
@@ -92,10 +108,10 @@ static int polled_waits(const struct fd_slot *s)
  * reader waits for room in node_propose instead). */
 static int room_for(int fd, struct fd_slot *s)
 {
-	if (s->kind != FD_CLIENT || !node_serving(shim_node) || polled_waits(s) ||
+	if (!node_serving(shim_node) || polled_waits(s) ||
 	    node_input_room(shim_node, ROOM_WAIT_US, !answers_flags(s))) {
-		if (s->room_wait_ns)
-			s->room_wait_ns = 0;	/* no store on the common path */
+		if (s->client.room_wait_ns)
+			s->client.room_wait_ns = 0;	/* no store on the common path */
 		return 1;
 	}
 	if (!(fcntl(fd, F_GETFL) & O_NONBLOCK))
@@ -112,13 +128,13 @@ static int room_for(int fd, struct fd_slot *s)
 	if (node_config(shim_node)->snapshot_connections == SNAPSHOT_CONNECTIONS_NONE) {
 		uint64_t now = now_ns();
 
-		if (!s->room_wait_ns) {
-			s->room_wait_ns = now;
-		} else if (now - s->room_wait_ns > ROOM_RESET_NS) {
+		if (!s->client.room_wait_ns) {
+			s->client.room_wait_ns = now;
+		} else if (now - s->client.room_wait_ns > ROOM_RESET_NS) {
 			pr_warn("connection %d: its input waited %llu ms for room in a full log that "
 				"frees only with no client connected (snapshot_connections = none): "
-				"ending it", fd, (unsigned long long)(now - s->room_wait_ns) / 1000000);
-			s->room_wait_ns = 0;
+				"ending it", fd, (unsigned long long)(now - s->client.room_wait_ns) / 1000000);
+			s->client.room_wait_ns = 0;
 			errno = ECONNRESET;
 			return 0;
 		}
@@ -126,21 +142,6 @@ static int room_for(int fd, struct fd_slot *s)
 	errno = EAGAIN;
 	return 0;
 }
-
-/* One read call of the server's, whatever its libc family: its buffers,
- * and how to make the call on the socket with fewer bytes. */
-enum read_family { CALL_READ, CALL_READV, CALL_RECVFROM, CALL_RECVMSG };
-
-struct read_call {
-	enum read_family family;
-	int fd, flags;
-	const struct iovec *iov;	/* the server's buffers */
-	int iovcnt;
-	struct sockaddr *addr;		/* recvfrom */
-	socklen_t *alen;
-	struct msghdr *msg;		/* recvmsg (iov is its msg_iov) */
-	int from_socket;		/* the call reached the socket */
-};
 
 /* Copies IOV into OUT truncated to CAP bytes; returns the number of entries. */
 static int iov_cap(const struct iovec *iov, int iovcnt, size_t cap, struct iovec *out)
@@ -157,16 +158,14 @@ static int iov_cap(const struct iovec *iov, int iovcnt, size_t cap, struct iovec
 	return n;
 }
 
-/* The call on the socket, for at most CAP bytes of its buffers. */
-static ssize_t socket_read(void *arg, size_t cap)
+ssize_t read_call_real(struct read_call *c, size_t cap)
 {
-	struct read_call *c = arg;
 	struct iovec capped[IOV_CAP];
 	const struct iovec *iov = c->iov;
 	int iovcnt = c->iovcnt;
 	ssize_t n;
 
-	c->from_socket = 1;
+	c->real_called = 1;
 	if (cap < iov_total(iov, iovcnt)) {
 		iovcnt = iov_cap(iov, iovcnt, cap, capped);
 		iov = capped;
@@ -190,6 +189,12 @@ static ssize_t socket_read(void *arg, size_t cap)
 	return -1;
 }
 
+/* replay_read's view of a read call (struct replay_sock). */
+static ssize_t socket_read(void *arg, size_t cap)
+{
+	return read_call_real(arg, cap);
+}
+
 static int socket_read_blocks(void *arg)
 {
 	const struct read_call *c = arg;
@@ -199,14 +204,15 @@ static int socket_read_blocks(void *arg)
 
 /* Backup: a read of a replay connection takes the turns of its entries in
  * log order (turns.h); a peek leaves them where they are. */
-static ssize_t replay_input(struct fd_slot *s, struct read_call *c)
+ssize_t replay_fd_read(struct fd_slot *s, struct read_call *c)
 {
 	struct replay_sock sock = { socket_read, socket_read_blocks, c, s->ep_set != 0 };
 	ssize_t n;
 
 	if (c->flags & MSG_PEEK)
-		return socket_read(c, iov_total(c->iov, c->iovcnt));
-	n = replay_read(node_replay(shim_node), s->tap, c->iov, c->iovcnt, &sock);
+		return read_call_real(c, iov_total(c->iov, c->iovcnt));
+	request_order_before_replay_read();
+	n = replay_read(node_replay(shim_node), s->replay.tap, c->iov, c->iovcnt, &sock);
 	if (n > 0)
 		s->heard = 1;
 	return n;
@@ -228,56 +234,49 @@ static ssize_t client_input(struct fd_slot *s, struct read_call *c)
 	}
 	/* A peek leaves the bytes in the socket: they count when really read. */
 	if (peek)
-		return socket_read(c, want);
+		return read_call_real(c, want);
 	if (!room_for(c->fd, s))
 		return -1;
-	return after_input(s, c->iov, c->iovcnt, socket_read(c, want));
+	return after_input(s, c->iov, c->iovcnt, read_call_real(c, want));
 }
 
-/* A read of a tracked connection (a client's, or a backup's replay one),
- * around the request order (request_order.c; a peek starts no request). */
-static ssize_t input_read(struct fd_slot *s, struct read_call *c)
+/* ... around the request order (request_order.c; a peek starts no request). */
+ssize_t client_fd_read(struct fd_slot *s, struct read_call *c)
 {
-	int peek = c->flags & MSG_PEEK;
 	ssize_t n;
 
-	if (!peek)
-		request_order_before_read(c->fd, s, c->flags);
-	n = s->kind == FD_REPLAY ? replay_input(s, c) : client_input(s, c);
-	if (!peek)
-		request_order_after_read(s, n);
+	if (c->flags & MSG_PEEK)
+		return client_input(s, c);
+	request_order_before_client_read(c->fd, c->flags);
+	n = client_input(s, c);
+	request_order_after_client_read(n);
 	return n;
+}
+
+/* Any read of the server's: its descriptor's kind decides (fd_ops.h). */
+static ssize_t shim_read(struct read_call *c)
+{
+	struct fd_slot *s = shim_slot(c->fd);
+
+	if (!s || !fd_ops_of(s)->read)
+		return read_call_real(c, iov_total(c->iov, c->iovcnt));
+	return fd_ops_of(s)->read(s, c);
 }
 
 APUS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
 	struct iovec iov = { buf, len };
-	struct read_call c = { .family = CALL_READ, .fd = fd, .iov = &iov, .iovcnt = 1 };
-	struct fd_slot *s;
 
 	real_resolve();
-	s = shim_slot(fd);
-	if (!s || s->kind < FD_CLIENT) {
-		if (s && s->kind == FD_RANDOM_DEVICE)
-			return random_device_read(fd, s, buf, len);
-		return real.read(fd, buf, len);
-	}
-	return input_read(s, &c);
+	return shim_read(&(struct read_call){ .family = CALL_READ, .fd = fd, .iov = &iov,
+					      .iovcnt = 1 });
 }
 
 APUS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-	struct read_call c = { .family = CALL_READV, .fd = fd, .iov = iov, .iovcnt = iovcnt };
-	struct fd_slot *s;
-
 	real_resolve();
-	s = shim_slot(fd);
-	if (!s || s->kind < FD_CLIENT) {
-		if (s && s->kind == FD_RANDOM_DEVICE)
-			return random_device_readv(fd, s, iov, iovcnt);
-		return real.readv(fd, iov, iovcnt);
-	}
-	return input_read(s, &c);
+	return shim_read(&(struct read_call){ .family = CALL_READV, .fd = fd, .iov = iov,
+					      .iovcnt = iovcnt });
 }
 
 APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
@@ -286,14 +285,11 @@ APUS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct so
 	struct iovec iov = { buf, len };
 	struct read_call c = { .family = CALL_RECVFROM, .fd = fd, .flags = flags, .iov = &iov,
 			       .iovcnt = 1, .addr = addr, .alen = alen };
-	struct fd_slot *s;
 	ssize_t n;
 
 	real_resolve();
-	if (!(s = shim_tracked(fd)))
-		return real.recvfrom(fd, buf, len, flags, addr, alen);
-	n = input_read(s, &c);
-	if (n >= 0 && !c.from_socket && alen)
+	n = shim_read(&c);
+	if (n >= 0 && !c.real_called && alen)
 		*alen = 0;	/* a stream socket names no sender */
 	return n;
 }
@@ -307,14 +303,11 @@ APUS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct read_call c = { .family = CALL_RECVMSG, .fd = fd, .flags = flags,
 			       .iov = msg->msg_iov, .iovcnt = (int)msg->msg_iovlen, .msg = msg };
-	struct fd_slot *s;
 	ssize_t n;
 
 	real_resolve();
-	if (!(s = shim_tracked(fd)))
-		return real.recvmsg(fd, msg, flags);
-	n = input_read(s, &c);
-	if (n >= 0 && !c.from_socket) {
+	n = shim_read(&c);
+	if (n >= 0 && !c.real_called) {
 		msg->msg_namelen = 0;
 		msg->msg_controllen = 0;
 		msg->msg_flags = 0;

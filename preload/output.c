@@ -29,7 +29,9 @@ static void mark(void *arg, uint64_t offset, uint64_t crc)
 {
 	struct marks *c = arg;
 
-	c->rec[c->count++] = (struct out_record){ c->s->conn.view, c->s->conn.idx, offset, crc };
+	struct viewstamp conn = c->s->client.conn;
+
+	c->rec[c->count++] = (struct out_record){ conn.view, conn.idx, offset, crc };
 	if (c->count == RECORDS_PER_ENTRY)
 		flush(c);
 }
@@ -41,44 +43,35 @@ static void after_output(struct fd_slot *s, const struct iovec *iov, int iovcnt,
 
 	for (int i = 0; i < iovcnt && n > 0; i++) {
 		size_t len = iov[i].iov_len < (size_t)n ? iov[i].iov_len : (size_t)n;
-		out_hash_feed(&s->out, iov[i].iov_base, len, mark, &c);
+		out_hash_feed(&s->client.out, iov[i].iov_base, len, mark, &c);
 		n -= (ssize_t)len;
 	}
 	flush(&c);
 }
 
-/* Decides a write of IOV to FD before it happens.  Returns 1 when it is
- * done here, with *RET set: a backup's output on a replay connection goes
- * straight to the output check (replay.h), not through the socket; a
- * leader's reply that must never leave (deposed before its inputs
- * committed) fails with ECONNRESET.  Otherwise 0, with *HASH the client
- * slot whose output the checker hashes after the write (or NULL); with
- * commit_wait = reply it returns only once the inputs are committed. */
-static inline int before_output(int fd, const struct iovec *iov, int iovcnt,
-				struct fd_slot **hash, ssize_t *ret)
+/* Backup: its server's output on a replay connection goes straight to the
+ * output check (replay.h), not through the socket. */
+int replay_fd_write(struct fd_slot *s, const struct iovec *iov, int iovcnt, int greeting,
+		    struct fd_slot **hash, ssize_t *ret)
 {
-	struct fd_slot *s = shim_tracked(fd);
-	size_t total;
-	int greeting;
+	size_t total = iov_total(iov, iovcnt);
 
-	*hash = NULL;
-	if (!s)
+	(void)hash;
+	if (!total || total > SSIZE_MAX ||
+	    !replay_absorb(node_replay(shim_node), s->replay.tap, iov, iovcnt, !greeting))
 		return 0;
-	request_order_wrote();
-	/* Written before the server read anything of this connection: the
-	 * same bytes on every replica only if the server's greeting is
-	 * deterministic, which the config may say it is not. */
-	greeting = !s->heard && node_config(shim_node)->checker_greeting == GREETING_SKIP;
-	if (s->kind == FD_REPLAY) {
-		total = iov_total(iov, iovcnt);
-		if (!total || total > SSIZE_MAX ||
-		    !replay_absorb(node_replay(shim_node), s->tap, iov, iovcnt, !greeting))
-			return 0;
-		*ret = (ssize_t)total;
-		return 1;
-	}
-	if (s->kind != FD_CLIENT)
-		return 0;
+	*ret = (ssize_t)total;
+	return 1;
+}
+
+/* Leader: with commit_wait = reply, a reply leaves only once the inputs
+ * are committed, and one that must never leave (deposed before they
+ * committed) fails with ECONNRESET; with the checker on, it is hashed. */
+int client_fd_write(struct fd_slot *s, const struct iovec *iov, int iovcnt, int greeting,
+		    struct fd_slot **hash, ssize_t *ret)
+{
+	(void)iov;
+	(void)iovcnt;
 	answers_wrote(s);
 	if (node_config(shim_node)->commit_wait == COMMIT_WAIT_REPLY) {
 		int rc;
@@ -94,6 +87,25 @@ static inline int before_output(int fd, const struct iovec *iov, int iovcnt,
 	}
 	*hash = node_config(shim_node)->checker && !greeting ? s : NULL;
 	return 0;
+}
+
+/* Decides a write of IOV to FD before it happens, by FD's kind
+ * (fd_ops.h's write). */
+static inline int before_output(int fd, const struct iovec *iov, int iovcnt,
+				struct fd_slot **hash, ssize_t *ret)
+{
+	struct fd_slot *s = shim_slot(fd);
+	int greeting;
+
+	*hash = NULL;
+	if (!s || !fd_ops_of(s)->write)
+		return 0;
+	request_order_wrote();
+	/* Written before the server read anything of this connection: the
+	 * same bytes on every replica only if the server's greeting is
+	 * deterministic, which the config may say it is not. */
+	greeting = !s->heard && node_config(shim_node)->checker_greeting == GREETING_SKIP;
+	return fd_ops_of(s)->write(s, iov, iovcnt, greeting, hash, ret);
 }
 
 APUS_EXPORT ssize_t write(int fd, const void *buf, size_t len)

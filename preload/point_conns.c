@@ -25,9 +25,9 @@ void point_conns_fork(void)
 			struct viewstamp vs;
 
 			if (kind == FD_CLIENT)
-				vs = s->conn;
-			else if (kind != FD_REPLAY || !s->tap ||
-				 !replay_tap_conn(node_replay(shim_node), s->tap, &vs))
+				vs = s->client.conn;
+			else if (kind != FD_REPLAY || !s->replay.tap ||
+				 !replay_tap_conn(node_replay(shim_node), s->replay.tap, &vs))
 				continue;
 			s->fork_conn = vs;
 			/* Pairs with the acquire load in point_conns_at_fork(). */

@@ -8,7 +8,7 @@
  *     writes a connection's bytes into its socket ahead of their turn;
  *   - on the leader, a client's read while the log has no room for it.
  * So poll() reports a connection readable only while its read would get
- * input (input_refused_now).  One the kernel reports early is left out of
+ * input (fd_ops.h's poll_ready).  One the kernel reports early is left out of
  * the answer and hidden from the kernel's next wait (a negative fd is
  * skipped), which then lasts at most HIDDEN_SLICE_MS before they are
  * looked at again: a turn comes when the schedule's head moves, room when
@@ -51,9 +51,9 @@ static int watches(const struct pollfd *fds, nfds_t nfds)
 
 		if (!s)
 			continue;
-		if ((s->kind == FD_CLIENT || s->kind == FD_REPLAY) && (fds[i].events & POLLIN))
+		if ((fd_ops_of(s)->waits & FD_WAIT_INPUT) && (fds[i].events & POLLIN))
 			what |= WATCH_INPUT;
-		else if (s->kind == FD_APP_LISTENER)
+		else if (fd_ops_of(s)->waits & FD_WAIT_ACCEPT)
 			what |= WATCH_LISTENER;
 	}
 	return what;
@@ -72,11 +72,8 @@ static int drop_early(struct pollfd *fds, nfds_t nfds, int rc, nfds_t *early, in
 		if (!fds[i].revents || fds[i].fd < 0 || !(fds[i].events & POLLIN) ||
 		    !(s = fd_lookup(fds[i].fd)))
 			continue;
-		if (!input_refused_now(fds[i].fd, s)) {
-			if (s->kind == FD_CLIENT && !s->polled)
-				s->polled = 1;
+		if (!fd_ops_of(s)->poll_ready || fd_ops_of(s)->poll_ready(fds[i].fd, s))
 			continue;
-		}
 		fds[i].revents = 0;
 		rc--;
 		if (*nearly < HIDE_MAX)

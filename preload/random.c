@@ -321,33 +321,22 @@ static int is_device_fd(int fd)
 	       (minor(st.st_rdev) == 8 || minor(st.st_rdev) == 9);
 }
 
-ssize_t random_device_read(int fd, struct fd_slot *s, void *buf, size_t len)
+/* A read of a marked device: in an input's window, the log's numbers. */
+ssize_t random_fd_read(struct fd_slot *s, struct read_call *c)
 {
+	size_t total = iov_total(c->iov, c->iovcnt);
+
+	if (c->family != CALL_READ && c->family != CALL_READV)
+		return read_call_real(c, total);	/* recv*() of a device: the kernel's error */
 	/* The mark is checked against the fd (it may have been closed by
 	 * other means and its number reused): a stat per read of a device. */
-	if (!is_device_fd(fd)) {
+	if (!is_device_fd(c->fd)) {
 		s->kind = FD_UNKNOWN;
-		return real.read(fd, buf, len);
+		return read_call_real(c, total);
 	}
 	if (!from_log())
-		return real.read(fd, buf, len);
-	input_random_fill(buf, len);
-	return (ssize_t)len;
-}
-
-ssize_t random_device_readv(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt)
-{
-	ssize_t total = 0;
-
-	if (!is_device_fd(fd)) {
-		s->kind = FD_UNKNOWN;
-		return real.readv(fd, iov, iovcnt);
-	}
-	if (!from_log())
-		return real.readv(fd, iov, iovcnt);
-	for (int i = 0; i < iovcnt; i++) {
-		input_random_fill(iov[i].iov_base, iov[i].iov_len);
-		total += (ssize_t)iov[i].iov_len;
-	}
-	return total;
+		return read_call_real(c, total);
+	for (int i = 0; i < c->iovcnt; i++)
+		input_random_fill(c->iov[i].iov_base, c->iov[i].iov_len);
+	return (ssize_t)total;
 }

@@ -45,7 +45,7 @@ static pthread_mutex_t ra_fill_lock = PTHREAD_MUTEX_INITIALIZER;
  * held, but for the acquire loads of its head). */
 static struct oq_link *ra_link(int fd)
 {
-	return &fd_lookup(fd)->ra_link;
+	return &fd_lookup(fd)->client.ra_link;
 }
 
 static struct order_queue ra_q = ORDER_QUEUE_INIT(ra_link);
@@ -83,9 +83,9 @@ void readahead_unlock(void)
 static void drop_bytes(int fd, struct fd_slot *s)
 {
 	oq_unlink(&ra_q, fd);
-	free(s->ra_buf);
-	s->ra_buf = NULL;
-	s->ra_off = s->ra_len = 0;
+	free(s->client.ra_buf);
+	s->client.ra_buf = NULL;
+	s->client.ra_off = s->client.ra_len = 0;
 }
 
 /* --- The server's reads --- */
@@ -93,20 +93,20 @@ static void drop_bytes(int fd, struct fd_slot *s)
 void readahead_reset(struct fd_slot *s)
 {
 	s->ep_set = 0;
-	s->ra_buf = NULL;
-	s->ra_off = s->ra_len = 0;
-	s->ra_want = 0;
-	s->ra_err = 0;
-	s->ra_link = (struct oq_link){ -1, 0 };
-	s->ra_retry = 0;
+	s->client.ra_buf = NULL;
+	s->client.ra_off = s->client.ra_len = 0;
+	s->client.ra_want = 0;
+	s->client.ra_err = 0;
+	s->client.ra_link = (struct oq_link){ -1, 0 };
+	s->client.ra_retry = 0;
 }
 
 void readahead_forget(int fd, struct fd_slot *s)
 {
 	pthread_mutex_lock(&ra_lock);
 	drop_bytes(fd, s);
-	s->ra_retry = 0;
-	s->ra_err = 0;
+	s->client.ra_retry = 0;
+	s->client.ra_err = 0;
 	pthread_mutex_unlock(&ra_lock);
 }
 
@@ -116,32 +116,33 @@ int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcn
 	size_t want = iov_total(iov, iovcnt);
 
 	if (!peek && want)
-		s->ra_want = want > RA_MAX_WANT ? RA_MAX_WANT : (uint32_t)want;
+		s->client.ra_want = want > RA_MAX_WANT ? RA_MAX_WANT : (uint32_t)want;
 	/* Nothing read ahead anywhere (always so off the read-ahead path). */
-	if (!__atomic_load_n(&s->ra_len, __ATOMIC_RELAXED) &&
-	    !__atomic_load_n(&s->ra_err, __ATOMIC_RELAXED) &&
+	if (!__atomic_load_n(&s->client.ra_len, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&s->client.ra_err, __ATOMIC_RELAXED) &&
 	    __atomic_load_n(&ra_q.head, __ATOMIC_ACQUIRE) < 0)
 		return 0;
 	if (!want)
 		return 0;
 	pthread_mutex_lock(&ra_lock);
-	if (s->ra_len > s->ra_off) {
+	if (s->client.ra_len > s->client.ra_off) {
 		if (!peek && !oq_may_read(&ra_q, fd, RA_STALL_NS))
 			goto keep_order;
-		*ret = (ssize_t)iov_scatter(iov, iovcnt, s->ra_buf + s->ra_off, s->ra_len - s->ra_off);
-		node_input_handed(shim_node, s->ra_idx);	/* a peek shows it too */
+		*ret = (ssize_t)iov_scatter(iov, iovcnt, s->client.ra_buf + s->client.ra_off,
+					    s->client.ra_len - s->client.ra_off);
+		node_input_handed(shim_node, s->client.ra_idx);	/* a peek shows it too */
 		if (!peek) {
-			input_window_enter(s->ra_stamp, s->ra_idx);
+			input_window_enter(s->client.ra_stamp, s->client.ra_idx);
 			if (*ret > 0)
-				answers_heard(s, s->ra_stamp);
-			s->ra_off += (uint32_t)*ret;
-			if (s->ra_off == s->ra_len)
+				answers_heard(s, s->client.ra_stamp);
+			s->client.ra_off += (uint32_t)*ret;
+			if (s->client.ra_off == s->client.ra_len)
 				drop_bytes(fd, s);
 		}
-	} else if (s->ra_err) {
-		errno = s->ra_err;
+	} else if (s->client.ra_err) {
+		errno = s->client.ra_err;
 		if (!peek)
-			s->ra_err = 0;
+			s->client.ra_err = 0;
 		*ret = -1;
 	} else if (!peek && ra_q.head >= 0 && !oq_head_stalled(&ra_q, RA_STALL_NS)) {
 		goto keep_order;
@@ -152,8 +153,8 @@ int readahead_take(int fd, struct fd_slot *s, const struct iovec *iov, int iovcn
 	pthread_mutex_unlock(&ra_lock);
 	return 1;
 keep_order:
-	if (!s->ra_retry && nretry < RETRY_CAP) {
-		s->ra_retry = 1;
+	if (!s->client.ra_retry && nretry < RETRY_CAP) {
+		s->client.ra_retry = 1;
 		retry_fds[nretry++] = fd;
 	}
 	pthread_mutex_unlock(&ra_lock);
@@ -188,15 +189,15 @@ static int ready_here(int epfd, struct epoll_event *out, int cap)
 	}
 	for (int i = 0; i < nretry; i++) {
 		struct fd_slot *s = fd_lookup(retry_fds[i]);
-		if (!s || !s->ra_retry)
+		if (!s || !s->client.ra_retry)
 			continue;
-		if (n < cap && epoll_wants_input(epfd, s, FD_CLIENT) && !s->ra_link.queued) {
+		if (n < cap && epoll_wants_input(epfd, s, FD_CLIENT) && !s->client.ra_link.queued) {
 			out[n++] = (struct epoll_event){ EPOLLIN, { .u64 = s->ep_data } };
-			s->ra_retry = 0;
+			s->client.ra_retry = 0;
 			continue;
 		}
-		if (s->ra_link.queued)
-			s->ra_retry = 0;	/* reported with its bytes */
+		if (s->client.ra_link.queued)
+			s->client.ra_retry = 0;	/* reported with its bytes */
 		else
 			retry_fds[kept++] = retry_fds[i];
 	}
@@ -222,7 +223,7 @@ static void replicate(struct chunk *c, int count)
 	for (int i = 0; i < count; i++)
 		p[i] = (struct proposal){ .type = ENTRY_RECV,
 					  .flags = answers_flags(c[i].s),
-					  .conn = c[i].s->conn,
+					  .conn = c[i].s->client.conn,
 					  .iov = &c[i].iov,
 					  .iovcnt = 1,
 					  .len = c[i].iov.iov_len };
@@ -233,14 +234,14 @@ static void replicate(struct chunk *c, int count)
 
 		if (rc || s->kind != FD_CLIENT) {
 			free(c[i].buf);
-			s->ra_err = ECONNRESET;
+			s->client.ra_err = ECONNRESET;
 			continue;
 		}
-		s->ra_buf = c[i].buf;
-		s->ra_off = 0;
-		s->ra_stamp = p[i].stamp_ms;
-		s->ra_idx = p[i].idx;
-		__atomic_store_n(&s->ra_len, (uint32_t)c[i].iov.iov_len, __ATOMIC_RELAXED);
+		s->client.ra_buf = c[i].buf;
+		s->client.ra_off = 0;
+		s->client.ra_stamp = p[i].stamp_ms;
+		s->client.ra_idx = p[i].idx;
+		__atomic_store_n(&s->client.ra_len, (uint32_t)c[i].iov.iov_len, __ATOMIC_RELAXED);
 		oq_push(&ra_q, c[i].fd);
 	}
 	pthread_mutex_unlock(&ra_lock);
@@ -256,9 +257,10 @@ static void read_ahead(int epfd, const struct epoll_event *ev, int n)
 	for (int i = 0; i < n; i++) {
 		struct fd_slot *s = event_slot(epfd, &ev[i]);
 
-		if (!s || !(ev[i].events & EPOLLIN) || s->ra_len || s->ra_err || s->closed_logged)
+		if (!s || !(ev[i].events & EPOLLIN) || s->client.ra_len || s->client.ra_err ||
+		    s->client.closed_logged)
 			continue;
-		size_t want = s->ra_want ? s->ra_want : RA_DEFAULT_WANT;
+		size_t want = s->client.ra_want ? s->client.ra_want : RA_DEFAULT_WANT;
 		char *buf = malloc(want);
 		if (!buf)
 			continue;

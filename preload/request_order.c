@@ -6,9 +6,10 @@
  * input until the thread asks for input again: it waits for events
  * (epoll_wait), reads a replicated connection after writing to one (its
  * reply is out), reads another connection (an event loop handles one
- * at a time), or closes the request's connection.  A read of the same connection that finds nothing (EAGAIN)
- * before any reply ends nothing: event loops read until EAGAIN, then
- * handle what they read; nor does one that gets more of its input.
+ * at a time), or closes the request's connection.  A read of the same
+ * connection that finds nothing (EAGAIN) before any reply ends nothing:
+ * event loops read until EAGAIN, then handle what they read; nor does one
+ * that gets more of its input.
  *
  * Leader: the request token.  A thread takes it before a read of a client
  * and keeps it until its request ends, so the reads that get input (and so
@@ -147,18 +148,17 @@ void request_order_shim_wait(int on)
 		__atomic_store_n(&holder_in_shim, (uint32_t)on, __ATOMIC_RELEASE);
 }
 
-void request_order_before_read(int fd, struct fd_slot *s, int flags)
+void request_order_before_replay_read(void)
 {
-	if (!request_order_on())
-		return;
-	if (s->kind == FD_REPLAY) {
-		if (wrote) {
-			wrote = 0;
-			replay_request_done(node_replay(shim_node));
-		}
-		return;
+	if (request_order_on() && wrote) {
+		wrote = 0;
+		replay_request_done(node_replay(shim_node));
 	}
-	if (s->kind != FD_CLIENT || !node_serving(shim_node))
+}
+
+void request_order_before_client_read(int fd, int flags)
+{
+	if (!request_order_on() || !node_serving(shim_node))
 		return;
 	if (holding && !wrote && fd == token_fd)
 		return;		/* its request still reads its input */
@@ -175,11 +175,11 @@ void request_order_before_read(int fd, struct fd_slot *s, int flags)
 	__atomic_store_n(&holder_in_shim, 1, __ATOMIC_RELEASE);
 }
 
-void request_order_after_read(struct fd_slot *s, ssize_t n)
+void request_order_after_client_read(ssize_t n)
 {
 	int e = errno;
 
-	if (!holding || s->kind != FD_CLIENT)
+	if (!holding)
 		return;
 	__atomic_store_n(&holder_in_shim, 0, __ATOMIC_RELEASE);
 	if (n >= 0)

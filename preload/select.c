@@ -20,8 +20,7 @@ static int reads_clients(int nfds, const fd_set *read)
 	for (int fd = 0; fd < nfds; fd++) {
 		const struct fd_slot *s;
 
-		if (FD_ISSET(fd, read) && (s = fd_lookup(fd)) &&
-		    (s->kind == FD_CLIENT || s->kind == FD_REPLAY || s->kind == FD_APP_LISTENER))
+		if (FD_ISSET(fd, read) && (s = fd_lookup(fd)) && fd_ops_of(s)->waits)
 			return 1;
 	}
 	return 0;

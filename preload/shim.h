@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "coordinator/node/node.h"
+#include "fd_ops.h"
 #include "fdtable.h"
 #include "real.h"
 
@@ -63,11 +64,6 @@ static inline int shim_read_blocks(int fd, int flags)
  * ppoll()'s. */
 int shim_poll_ms(struct pollfd *fds, nfds_t nfds, int timeout_ms, const sigset_t *sigmask);
 
-/* Whether the shim would refuse a read of S (FD) now that the kernel has
- * input for: out of turn on a backup, no room in the leader's log
- * (input.c; poll.c asks it). */
-int input_refused_now(int fd, struct fd_slot *s);
-
 /* Read-ahead (readahead.c).  A fresh client slot starts with none. */
 void readahead_reset(struct fd_slot *s);
 /* The server closes FD: what it never read of it is dropped. */
@@ -86,11 +82,6 @@ int epoll_wants_input(int epfd, const struct fd_slot *s, int kind);
 /* Drops from EV[first..n) the events already among EV[0..first), merging
  * their masks there.  Returns the new count. */
 int epoll_merge_events(struct epoll_event *ev, int first, int n);
-
-/* A read() of a random device S marks (random.c): the log's numbers in
- * an input's window. */
-ssize_t random_device_read(int fd, struct fd_slot *s, void *buf, size_t len);
-ssize_t random_device_readv(int fd, struct fd_slot *s, const struct iovec *iov, int iovcnt);
 
 /* Leader (answers.c): the server read input of client S, stamped
  * STAMP_MS, or wrote to it; S is a new connection; the server forks for
@@ -134,7 +125,8 @@ int inplace_drop_kicks(struct fd_slot *set, struct epoll_event *ev, int n);
 
 /* thread_order = requests (request_order.c): whether it is on; a server
  * thread waits for events, wrote to a replicated connection, is about to
- * read one (S, with FLAGS), read N from it. */
+ * read a replay connection, or a client (FD, with FLAGS), read N from
+ * that client. */
 int request_order_on(void);
 void request_order_idle(void);
 void request_order_wrote(void);
@@ -142,8 +134,9 @@ void request_order_closed(int fd);
 /* The thread waits inside the shim (ON) or no longer (0): a reply held
  * for commit.  The token's holder keeps it meanwhile. */
 void request_order_shim_wait(int on);
-void request_order_before_read(int fd, struct fd_slot *s, int flags);
-void request_order_after_read(struct fd_slot *s, ssize_t n);
+void request_order_before_replay_read(void);
+void request_order_before_client_read(int fd, int flags);
+void request_order_after_client_read(ssize_t n);
 
 /* Proposes the CLOSE of a leader's client connection, once. */
 void shim_log_close(struct fd_slot *s);
