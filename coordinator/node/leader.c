@@ -173,6 +173,16 @@ static void leader_heartbeat(struct node *n, int peer, uint64_t hb)
 			      8);
 	n->ops->write(n->tp, peer, offsetof(struct region_ctl, lead[n->self].hb), words,
 		      sizeof(words));
+	/* A backup waits on its doorbell at most a quarter of a heartbeat
+	 * period (backup_run's check): where writes land without a ring, it
+	 * is woken only for news, a commit or a view, not for every heartbeat
+	 * of an idle cluster (a futex wake on us and a wake-up on it, a peer,
+	 * a period).  Elsewhere (tcp) the ring is what sends the writes. */
+	if (n->ops->writes_land && commit == n->lead.hb_rung_commit[peer] &&
+	    n->view == n->lead.hb_rung_view[peer])
+		return;
+	n->lead.hb_rung_commit[peer] = commit;
+	n->lead.hb_rung_view[peer] = n->view;
 	n->ops->ring(n->tp, peer);
 }
 

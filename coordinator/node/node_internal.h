@@ -50,6 +50,9 @@ struct node_lead {
 	uint64_t view_start;	/* index of this view's first entry: commit counts from there */
 	uint64_t peer_inc[APUS_MAX_NODES];	/* leader: incarnation each peer was synced for */
 	uint64_t peer_seq[APUS_MAX_NODES];	/* and which of its joins */
+	/* The role thread: the commit and view each peer's doorbell was last
+	 * rung with for a heartbeat (leader_heartbeat). */
+	uint64_t hb_rung_commit[APUS_MAX_NODES], hb_rung_view[APUS_MAX_NODES];
 	/* Leader: its membership change proposed and not yet in force
 	 * (entry index, 0: none), and the membership's text (members.c). */
 	uint64_t member_pending;

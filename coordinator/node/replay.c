@@ -167,6 +167,15 @@ static void on_diverge(void *arg, uint64_t offset, uint64_t leader_crc, uint64_t
 		(unsigned long long)offset, why);
 }
 
+/* C's socket leaves the epoll set (deleted, or closed). */
+static void unwatch(struct replay *r, struct rconn *c)
+{
+	if (c->watched) {
+		c->watched = 0;
+		r->watched--;
+	}
+}
+
 /* Reads what the server wrote on C, feeding the output check; with
  * UNTIL_EMPTY, until the socket says it is empty, else until a short read
  * (epoll reports the rest: one call per reply instead of two). */
@@ -194,6 +203,7 @@ static void conn_drain(struct replay *r, struct rconn *c, int until_empty)
 				k < 0 ? strerror(errno) : "end of stream");
 		c->eof = 1;
 		sys.epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->sock, NULL);
+		unwatch(r, c);
 		return;
 	}
 }
@@ -222,6 +232,7 @@ static void conn_free(struct replay *r, struct rconn *c)
 	pthread_mutex_unlock(&r->out_lock);
 	if (c->sock >= 0)
 		sys.close(c->sock);
+	unwatch(r, c);
 	free(c->prelude);
 	free(c);
 }
@@ -355,7 +366,10 @@ static int conn_open(struct replay *r, uint64_t view, uint64_t idx, struct rconn
 		return 1;
 	}
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
-	sys.epoll_ctl(r->epfd, EPOLL_CTL_ADD, s, &ev);
+	if (sys.epoll_ctl(r->epfd, EPOLL_CTL_ADD, s, &ev) == 0) {
+		c->watched = 1;
+		r->watched++;
+	}
 	return 1;
 }
 
@@ -747,6 +761,8 @@ static void drain(struct replay *r)
 	struct epoll_event evs[64];
 	int n;
 
+	if (!r->watched)
+		return;	/* a leader long past its earlier views' connections */
 	do {
 		n = sys.epoll_wait(r->epfd, evs, 64, 0);
 		for (int i = 0; i < n; i++)

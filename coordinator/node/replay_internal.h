@@ -82,6 +82,7 @@ struct rconn {
 	int sock;
 	int dead;		/* no socket, or the server dropped it: skip its entries */
 	int eof;		/* we read the end of the server's output */
+	int watched;		/* its socket is in the replay's epoll set */
 	struct replay_tap *tap;
 	uint64_t last_turn;	/* closing: the schedule's tail after its last turn */
 	uint64_t closed_ns;	/* when the server had taken them all (0: not yet) */
@@ -96,6 +97,7 @@ struct replay {
 	struct sockaddr_storage app;	/* the local server's application address */
 	socklen_t app_len;
 	int epfd;
+	int watched;		/* sockets in epfd (the backup thread only): none, no drain */
 	struct replay_tap *taps;	/* indexed by our local port */
 	struct rconn *buckets[NBUCKETS];
 	struct rconn *closing;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -85,6 +86,19 @@ static int put_nonzero_log(struct wal *w)
 	return 0;
 }
 
+/* The region's durable words now. */
+static void words_now(const struct wal *w, struct wal_words *out)
+{
+	const struct region_ctl *ctl = (const struct region_ctl *)(const void *)w->region;
+
+	_Static_assert(sizeof(*out) % 8 == 0 &&
+			       offsetof(struct region_ctl, hint) ==
+				       offsetof(struct region_ctl, dur) + sizeof(struct durable),
+		       "the durable words are one aligned run");
+	snapshot((uint64_t *)(void *)out, (const volatile uint64_t *)(const void *)&ctl->dur,
+		 sizeof(*out));
+}
+
 int wal_open(struct wal *w, const struct apus_config *cfg, int node, const char *region,
 	     const struct region_origin *origin)
 {
@@ -113,6 +127,7 @@ int wal_open(struct wal *w, const struct apus_config *cfg, int node, const char 
 		pr_perror("cannot open %s", path);
 		return err;
 	}
+	words_now(w, &w->saved);	/* before the page is written: see save_ctl */
 	/* Recovered from this copy: it already holds the log.  Otherwise it
 	 * starts empty and takes what the region holds. */
 	if ((!origin->from_wal && ftruncate(w->fd, 0) < 0) || ftruncate(w->fd, (off_t)size) < 0 ||
@@ -143,26 +158,45 @@ void wal_persist(struct wal *w, uint64_t pos, size_t len)
 	pthread_mutex_unlock(&w->lock);
 }
 
-void wal_save_ctl(struct wal *w)
+/* The words are taken before the page is written: one that changes
+ * meanwhile differs from SAVED, and the next pass writes it again. */
+static void save_ctl(struct wal *w, const struct wal_words *words)
 {
 	if (put(w, 0, REGION_CTL_SIZE))
 		pr_perror("cannot write the durable words' copy");
 	sync_copy(w);
+	pthread_mutex_lock(&w->lock);
+	w->saved = *words;
+	pthread_mutex_unlock(&w->lock);
+}
+
+void wal_save_ctl(struct wal *w)
+{
+	struct wal_words words;
+
+	words_now(w, &words);
+	save_ctl(w, &words);
 }
 
 void wal_pass(struct wal *w)
 {
+	struct wal_words words;
 	uint64_t lo, hi;
+	int same;
 
 	/* Bytes persisted after we took the range are in the next pass; an
 	 * entry rewritten at the same place (log repair) is persisted again. */
+	words_now(w, &words);
 	pthread_mutex_lock(&w->lock);
 	lo = w->lo;
 	hi = w->hi;
 	w->lo = UINT64_MAX;
 	w->hi = 0;
+	same = !memcmp(&words, &w->saved, sizeof(words));
 	pthread_mutex_unlock(&w->lock);
+	if (hi <= lo && same)
+		return;
 	if (hi > lo && put_log(w, lo, hi))
 		pr_perror("cannot write the log's durable copy");
-	wal_save_ctl(w);
+	save_ctl(w, &words);
 }

@@ -21,16 +21,26 @@
 #include <stdint.h>
 
 #include "common/config.h"
+#include "coordinator/storage/region_wire.h"
 
 struct region_origin;
+
+/* What a restart takes from the copy's control page (region_carry_over). */
+struct wal_words {
+	struct durable dur;
+	struct log_hint hint;
+};
 
 struct wal {
 	int fd;			/* -1: no copy (fsync = none, or the region is on disk) */
 	int policy;		/* enum fsync_policy */
 	const char *region;	/* the mapping the bytes are copied from */
 	uint64_t log_size;
-	pthread_mutex_t lock;	/* covers lo, hi */
+	pthread_mutex_t lock;	/* covers lo, hi, saved */
 	uint64_t lo, hi;	/* fsync = batch: log positions persisted since the last pass */
+	/* The words as the copy last took them: a pass with no log to write
+	 * and no word changed writes and syncs nothing. */
+	struct wal_words saved;
 };
 
 /* Opens NODE's copy for the region mapped at REGION as ORIGIN describes it,
@@ -48,7 +58,8 @@ void wal_persist(struct wal *w, uint64_t pos, size_t len);
 /* Writes the control page (the durable words) and syncs it now. */
 void wal_save_ctl(struct wal *w);
 
-/* fsync = batch: one pass, everything remembered since the last one. */
+/* fsync = batch: one pass, everything remembered since the last one (an
+ * idle node's pass does nothing). */
 void wal_pass(struct wal *w);
 
 #endif

@@ -46,6 +46,7 @@ struct shm_peer {
 	uint64_t retired_ns[RETIRED_MAX];
 	int refused;		/* the peer fenced us: said once */
 	uint64_t inc;		/* the peer's incarnation we last reached (0: never) */
+	uint64_t stamp_seen;	/* its status stamp at our last check (owner_ran) */
 };
 
 /* How long a retired mapping stays: longer than any write in flight. */
@@ -124,6 +125,23 @@ static int owner_alive(const struct region_ctl *ctl)
 	/* "pid (comm) S ...": the state follows the last ')'. */
 	paren = strrchr(buf, ')');
 	return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+}
+
+/* The owner of P's region (control page CTL) wrote its status stamp since
+ * our last check: it ran after that check, so kill() and /proc need not
+ * be asked (four system calls a peer a check: what an idle leader spent
+ * most of its calls on).  An owner that stopped writing (dead, a zombie,
+ * stopped) is asked at the next check, at most one check later than
+ * before.  Its status is written into the file it runs on: one that
+ * restarted or swapped its file writes into another, which stat() tells. */
+static int owner_ran(struct shm_peer *p, const struct region_ctl *ctl)
+{
+	uint64_t stamp = load64(&region_status(ctl)->updated_ms);
+
+	if (stamp == p->stamp_seen)
+		return 0;
+	p->stamp_seen = stamp;
+	return 1;
 }
 
 /* PEER's region (control page CTL) refuses this incarnation of ours. */
@@ -264,7 +282,7 @@ static int shm_check(struct transport *t, int peer)
 	    stat(path, &st) < 0)
 		goto reset;
 	if (st.st_ino == p->ino) {
-		if (owner_alive(ctl_of(base)))
+		if (owner_ran(p, ctl_of(base)) || owner_alive(ctl_of(base)))
 			return 0;
 		goto reset;
 	}
