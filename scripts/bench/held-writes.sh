@@ -15,17 +15,9 @@ cd "$(dirname "$0")/../.." || exit 1
 case ${1:-} in -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 bin=${1:-build/bin/apus}
 [ -x "$bin" ] || { echo "no apus binary at $bin (make)" >&2; exit 2; }
-work=$(mktemp -d /tmp/apus-held-XXXXXX)
-conf=$work/c.conf
-cleanup() {
-	"$bin" stop --config "$conf" >/dev/null 2>&1
-	bash scripts/drop-regions.sh "$work" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
-sed -e "s#/tmp/apus-demo#$work#" -e "s/= 700\([123]\)/= 739\1/; s/= 701\([123]\)/= 749\1/" \
-	-e "s/^guard .*/guard = off/; /^snapshot_/d" -e "s#{config_dir}#$PWD/apps/redis#g" \
-	apps/redis/cluster-shm.conf >"$conf"
+# shellcheck source=scripts/bench/redis-shm-cluster.bash
+. scripts/bench/redis-shm-cluster.bash
+redis_shm_cluster "$bin" held 739 749
 sed -i "/^transport/a commit_wait = reply" "$conf"
 "$bin" start --config "$conf" >/dev/null || exit 1
 held() { curl -s localhost:7491/metrics | awk '/^apus_commit_latency_seconds_count/ { print $2 }'; }

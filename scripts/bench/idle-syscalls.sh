@@ -17,17 +17,9 @@ bin=${1:-build/bin/apus}
 secs=${2:-10}
 [ -x "$bin" ] || { echo "no apus binary at $bin (make)" >&2; exit 2; }
 command -v strace >/dev/null || { echo "needs strace" >&2; exit 2; }
-work=$(mktemp -d /tmp/apus-idle-XXXXXX)
-conf=$work/c.conf
-cleanup() {
-	"$bin" stop --config "$conf" >/dev/null 2>&1
-	bash scripts/drop-regions.sh "$work" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
-sed -e "s#/tmp/apus-demo#$work#" -e "s/= 700\([123]\)/= 740\1/; s/= 701\([123]\)/= 750\1/" \
-	-e "s/^guard .*/guard = off/; /^snapshot_/d" -e "s#{config_dir}#$PWD/apps/redis#g" \
-	apps/redis/cluster-shm.conf >"$conf"
+# shellcheck source=scripts/bench/redis-shm-cluster.bash
+. scripts/bench/redis-shm-cluster.bash
+redis_shm_cluster "$bin" idle 740 750
 "$bin" start --config "$conf" >/dev/null || exit 1
 sleep 2
 json=$("$bin" status --config "$conf" --json | tr -d ' \t\r\n')
