@@ -133,8 +133,11 @@ done < <(nodes)
 
 # 2. Hold it.
 if [ -z "$dev" ]; then
+	# awk reads to the end (no early exit): under pipefail, ip killed by
+	# SIGPIPE would end this script with 141 and no word.
 	dev=$(ip -o -4 addr show | awk -v a="$my_addr" '
-		{ for (i = 1; i < NF; i++) if ($i == "inet") { split($(i + 1), p, "/"); if (p[1] == a) { print $2; exit } } }')
+		{ for (i = 1; i < NF; i++) if ($i == "inet") { split($(i + 1), p, "/"); if (p[1] == a && d == "") d = $2 } }
+		END { if (d != "") print d }')
 	dev=${dev%%@*}
 	[ -n "$dev" ] || die "no interface here holds node $self's address $my_addr: give DEV"
 fi
@@ -143,7 +146,7 @@ say "node $self holds $cidr on $dev"
 
 # 3. Announce it. Only iputils' arping has these flags (the other arping
 # package differs).
-if command -v arping >/dev/null && arping -V 2>&1 | grep -q iputils; then
+if command -v arping >/dev/null && arping -V 2>&1 | grep iputils >/dev/null; then
 	# -U: a gratuitous request, -A: a gratuitous reply (hosts differ in
 	# which one updates their cache), both at once. Twice each, 1 s apart:
 	# Linux ignores a change of a neighbour entry within locktime (1 s) of
